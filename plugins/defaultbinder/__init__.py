@@ -1,0 +1,27 @@
+"""DefaultBinder: POST the pod's Binding with the pod UID as precondition (pods/binding)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from scheduler.api import ApiError, ClusterAPI
+from scheduler.framework.interface import CycleState, Status
+from scheduler.framework.registry import PluginSpec, no_args
+from scheduler.model import Pod
+
+
+class DefaultBinder:
+    name: ClassVar[str] = "DefaultBinder"
+
+    def __init__(self, args: Any) -> None:
+        del args
+
+    async def bind(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> Status:
+        try:
+            await api.bind(pod.namespace, pod.name, pod.uid, node)
+        except ApiError as e:
+            return Status.error(f"binding rejected: {e}")
+        return Status.ok()
+
+
+SPEC = PluginSpec(name="DefaultBinder", factory=DefaultBinder, points=frozenset({"bind"}), validate_args=no_args)

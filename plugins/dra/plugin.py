@@ -1,0 +1,522 @@
+"""DynamicResources: the framework adapter over the pure allocator.
+
+PreEnqueue   every referenced claim exists (template claims: created and owned by the pod), not deleting.
+PreFilter    resolve claims; allocated claims pin nodes through ``allocation.nodeSelector``; unallocated
+             ones get an :class:`~plugins.dra.allocator.Allocator` over this cycle's ledger view.
+Filter       run the allocator for the node (results cached per node state, see below).
+Score        prefer nodes where ``firstAvailable`` could use earlier subrequests (upstream 1.35+).
+Reserve      record the chosen allocations as in-flight in the device ledger (no API write).
+Unreserve    drop them.
+PreBind      write finalizer, then ``status.allocation`` + ``status.reservedFor`` with the claim's
+             resourceVersion (retry on 409 with a fresh GET; never overwrite another allocation; refuse
+             claims being deleted); then mark the write as assumed in the ledger.
+rollback     undo what PreBind wrote for this attempt.
+
+Per-node result cache: the allocation found for a node depends only on the claims' specs, the node, the
+slices, the classes and the use of devices the node can see. The key holds each of those as a revision
+(the ledger's per-node and shared revisions), so pods from one template reuse the answer of every node
+whose devices did not change since the previous pod — the common case when a fleet is being filled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from plugins.dra.allocator import (
+    AllocationError,
+    Allocator,
+    ClaimAllocation,
+    ClaimInput,
+    FailedOnNode,
+    Features,
+    Pool,
+    gather_pools,
+)
+from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
+from scheduler.api import ClusterAPI, Conflict, NotFound
+from scheduler.cache import NodeInfo, Snapshot
+from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    NodeScore,
+    PreFilterResult,
+    Status,
+)
+from scheduler.framework.registry import PluginSpec
+from scheduler.model import (
+    ALLOCATION_MODE_EXACT,
+    CLAIM_FINALIZER,
+    NodeSelector,
+    Pod,
+    ResourceClaim,
+    node_selector_matches,
+)
+
+NAME = "DynamicResources"
+STATE_KEY = "DynamicResources"
+MAX_CONSUMERS = 256  # ResourceClaimReservedForMaxSize
+FIRST_AVAILABLE_MAX = 8
+CONFLICT_RETRIES = 5
+
+
+class ClaimResolutionError(Exception):
+    pass
+
+
+def pod_claims(snapshot: Snapshot, pod: Pod) -> list[ResourceClaim]:
+    """The pod's claims in spec order; raises :class:`ClaimResolutionError` with an actionable message."""
+    out: list[ResourceClaim] = []
+    for pc in pod.claims:
+        if pc.claim_name:
+            name = pc.claim_name
+        elif pc.template_name:
+            if pc.name not in pod.claim_statuses:
+                raise ClaimResolutionError(
+                    f"pod {pod.key}: ResourceClaim for {pc.name!r} (template {pc.template_name}) not created yet"
+                )
+            generated = pod.claim_statuses[pc.name]
+            if generated is None:
+                continue
+            name = generated
+        else:
+            raise ClaimResolutionError(f"pod {pod.key}, claim {pc.name!r}: none of the supported fields are set")
+        claim = snapshot.claims.get(f"{pod.namespace}/{name}")
+        if claim is None:
+            raise ClaimResolutionError(f'resourceclaim "{name}" not found')
+        if claim.meta.deleting:
+            raise ClaimResolutionError(f'resourceclaim "{name}" is being deleted')
+        if pc.template_name:
+            owner = claim.meta.controller()
+            if owner is None or owner.uid != pod.uid:
+                raise ClaimResolutionError(f"ResourceClaim {pod.namespace}/{name} was not created for pod {pod.key} "
+                                           "(pod is not owner)")
+        out.append(claim)
+    return out
+
+
+@dataclass(slots=True)
+class _CycleData:
+    claims: list[ResourceClaim]
+    to_allocate: list[ResourceClaim]
+    inputs: list[ClaimInput]
+    pinned: list[tuple[ResourceClaim, NodeSelector | None]]
+    allocator: Allocator | None
+    signature: tuple[Any, ...]
+    node_allocations: dict[str, list[ClaimAllocation]] = field(default_factory=dict)
+    reserved: list[ResourceClaim] = field(default_factory=list)
+    written: list[tuple[ResourceClaim, bool]] = field(default_factory=list)  # (claim, allocated by us)
+
+
+_Cached = tuple[list[ClaimAllocation] | None, str]  # (result, failure reason)
+
+
+class DynamicResources:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        gates = args.get("featureGates") or {}
+        self.features = Features(
+            admin_access=bool(gates.get("DRAAdminAccess", True)),
+            prioritized_list=bool(gates.get("DRAPrioritizedList", True)),
+            partitionable_devices=bool(gates.get("DRAPartitionableDevices", True)),
+            device_taints=bool(gates.get("DRADeviceTaints", True)),
+            consumable_capacity=bool(gates.get("DRAConsumableCapacity", True)),
+            binding_conditions=bool(gates.get("DRADeviceBindingConditions", True)),
+        )
+        self.selectors = SelectorCache(get_engine(args.get("celEngine") or None))
+        self.device_inputs: dict[tuple[int, int], DeviceInput] = {}
+        self._device_inputs_gen = -1
+        self._pools: dict[str, tuple[tuple[int, int], list[Pool]]] = {}
+        self._results: dict[tuple[Any, ...], _Cached] = {}
+        self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
+
+    # --- registration --------------------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[tuple[str, str]]:
+        return [
+            ("ResourceSlice", "Add"),
+            ("ResourceSlice", "Update"),
+            ("DeviceClass", "Add"),
+            ("DeviceClass", "Update"),
+            ("ResourceClaim", "Add"),
+            ("ResourceClaim", "Update"),
+            ("ResourceClaim", "Delete"),
+            ("Node", "Add"),
+            ("Node", "Update"),
+            ("Pod", "Update"),
+            ("Pod", "Delete"),
+        ]
+
+    # --- PreEnqueue ------------------------------------------------------------------------------------
+
+    def pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status:
+        if not pod.claims:
+            return Status.ok()
+        try:
+            pod_claims(snapshot, pod)
+        except ClaimResolutionError as e:
+            return Status.unresolvable(str(e))
+        return Status.ok()
+
+    # --- PreFilter -------------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        snap = state.snapshot
+        if not pod.claims:
+            return None, Status.skip()
+        try:
+            claims = pod_claims(snap, pod)
+        except ClaimResolutionError as e:
+            return None, Status.unresolvable(str(e))
+        if not claims:
+            return None, Status.skip()
+        to_allocate: list[ResourceClaim] = []
+        pinned: list[tuple[ResourceClaim, NodeSelector | None]] = []
+        for c in claims:
+            if c.allocation is not None:
+                reserved = any(r.uid == pod.uid for r in c.reserved_for)
+                if not reserved and len(c.reserved_for) >= MAX_CONSUMERS:
+                    return None, Status.unresolvable(
+                        f"resourceclaim {c.key} in use: already reserved for {MAX_CONSUMERS} consumers"
+                    )
+                pinned.append((c, c.allocation.node_selector))
+                continue
+            if snap.ledger.is_pending(c.meta.uid):
+                return None, Status.unresolvable(f"resource claim {c.key} is in the process of being allocated")
+            for req in c.spec.requests:
+                specs = [req.exactly] if req.exactly is not None else list(req.first_available)
+                for s in specs:
+                    if s is not None and s.device_class_name and s.device_class_name not in snap.classes:
+                        return None, Status.unresolvable(
+                            f"claim {c.key}, request {s.name}: device class {s.device_class_name} does not exist"
+                        )
+            to_allocate.append(c)
+        allocator = None
+        if to_allocate:
+            if self._device_inputs_gen != snap.slices.generation:
+                self.device_inputs.clear()
+                self._device_inputs_gen = snap.slices.generation
+            allocator = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
+        signature = (
+            tuple(c.spec for c in to_allocate),
+            snap.slices.generation,
+            snap.class_generation,
+            snap.ledger.shared_revision,
+        )
+        state.write(
+            STATE_KEY,
+            _CycleData(
+                claims,
+                to_allocate,
+                [ClaimInput(c.key, c.meta.uid, c.spec) for c in to_allocate],
+                pinned,
+                allocator,
+                signature,
+            ),
+        )
+        return None, Status.ok()
+
+    # --- Filter ----------------------------------------------------------------------------------------
+
+    def _node_pools(self, snap: Snapshot, info: NodeInfo) -> list[Pool]:
+        key = (snap.slices.generation, id(info.node))
+        cached = self._pools.get(info.name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        pools = gather_pools(info.node, snap.slices.for_node(info.name), snap.slices.by_pool, self.features)
+        self._pools[info.name] = (key, pools)
+        return pools
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return Status.ok()
+        for claim, sel in data.pinned:
+            if sel is not None and not node_selector_matches(sel, node.node.labels, node.name):
+                return Status.unresolvable(f"resourceclaim {claim.key} not available on the node")
+        if data.allocator is None:
+            return Status.ok()
+        snap = state.snapshot
+        key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature)
+        cached = self._results.get(key)
+        if cached is None:
+            try:
+                cached = self._allocate(data, snap, node)
+            except AllocationError as e:
+                # Fatal for this attempt of the pod (bad CEL, unknown class, limits): an Error status,
+                # never cached; the pod goes to backoff and the message reaches its condition.
+                return Status.error(str(e))
+            if len(self._results) > 200_000:
+                self._results.clear()
+            self._results[key] = cached
+        else:
+            self.stats["filter_cache_hits"] += 1
+        result, reason = cached
+        if result is None:
+            return Status.unresolvable(reason)
+        data.node_allocations[node.name] = result
+        return Status.ok()
+
+    def _allocate(self, data: _CycleData, snap: Snapshot, node: NodeInfo) -> _Cached:
+        assert data.allocator is not None
+        self.stats["filter_allocations"] += 1
+        pools = self._node_pools(snap, node)
+        try:
+            result = data.allocator.allocate(node.node, data.inputs, pools)
+        except FailedOnNode as e:
+            return None, str(e)
+        if result is None:
+            return None, self._diagnose(data, snap, node, pools)
+        return result, ""
+
+    def _diagnose(self, data: _CycleData, snap: Snapshot, node: NodeInfo, pools: list[Pool]) -> str:
+        """Name the first request that cannot be met on this node on its own, and why."""
+        assert data.allocator is not None
+        probe = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
+        for inp in data.inputs:
+            for req in inp.spec.requests:
+                specs = [req.exactly] if req.exactly is not None else list(req.first_available)
+                best = ""
+                for s in specs:
+                    if s is None:
+                        continue
+                    matching, free = _count_devices(probe, node, pools, inp, s)
+                    need = s.count if s.allocation_mode == ALLOCATION_MODE_EXACT else max(1, matching)
+                    if free >= need:
+                        best = ""
+                        break
+                    what = f"{s.count} device(s)" if s.allocation_mode == ALLOCATION_MODE_EXACT else "all devices"
+                    if matching == 0:
+                        why = f"no device matches class {s.device_class_name} and the request's selectors"
+                    else:
+                        why = f"{matching} match(es), {free} free"
+                    best = best or f"claim {inp.key}, request {s.name}: needs {what} of class {s.device_class_name}: {why}"
+                if best:
+                    return best
+        if any(p.incomplete for p in pools):
+            return "cannot allocate all claims (some resource pools are being updated)"
+        return "cannot allocate all claims: requests fit one by one but not together (constraints or shared devices)"
+
+    # --- Score -----------------------------------------------------------------------------------------
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return 0
+        allocs = data.node_allocations.get(node.name)
+        if not allocs:
+            return 0
+        total = 0
+        for inp, alloc in zip(data.inputs, allocs, strict=True):
+            firsts = {r.name: [s.name for s in r.first_available] for r in inp.spec.requests if r.first_available}
+            seen: set[str] = set()
+            for res in alloc.results:
+                parent = res.request.partition("/")[0]
+                if parent in firsts and parent not in seen:
+                    seen.add(parent)
+                    total += FIRST_AVAILABLE_MAX - firsts[parent].index(res.request)
+        return total
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        top = max((s.score for s in scores), default=0)
+        if top > 0:
+            for s in scores:
+                s.score = s.score * MAX_NODE_SCORE // top
+        return Status.ok()
+
+    # --- Reserve / Unreserve ---------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None or not data.to_allocate:
+            return Status.ok()
+        allocs = data.node_allocations.get(node)
+        if allocs is None:
+            return Status.error(f"no allocation was computed for node {node}")
+        ledger = state.snapshot.ledger
+        for claim, alloc in zip(data.to_allocate, allocs, strict=True):
+            ledger.reserve(claim.meta.uid, claim.key, alloc.results)
+            data.reserved.append(claim)
+        return Status.ok()
+
+    def unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return
+        for claim in data.reserved:
+            state.snapshot.ledger.unreserve(claim.meta.uid)
+        data.reserved.clear()
+
+    # --- PreBind ---------------------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> Status:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return Status.skip()
+        allocs = dict(zip((c.meta.uid for c in data.to_allocate), data.node_allocations.get(node, []), strict=False))
+        ledger = state.snapshot.ledger
+        for claim in data.claims:
+            if any(r.uid == pod.uid for r in claim.reserved_for):
+                continue
+            alloc = allocs.get(claim.meta.uid)
+            try:
+                written = await self._bind_claim(api, claim, pod, alloc)
+            except _BindError as e:
+                return Status.error(str(e))
+            data.written.append((claim, alloc is not None))
+            if alloc is not None:
+                rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
+                ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
+        return Status.ok()
+
+    async def _bind_claim(
+        self, api: ClusterAPI, claim: ResourceClaim, pod: Pod, alloc: ClaimAllocation | None
+    ) -> dict[str, Any]:
+        obj: dict[str, Any] = _deep_copy(claim.raw)
+        for attempt in range(CONFLICT_RETRIES):
+            if attempt:
+                await asyncio.sleep(0.01 * attempt)
+                try:
+                    obj = await api.get("ResourceClaim", claim.namespace, claim.name)
+                except NotFound:
+                    raise _BindError(f"claim {claim.key} got deleted in the meantime") from None
+            meta = obj.setdefault("metadata", {})
+            if meta.get("uid") and meta.get("uid") != claim.meta.uid:
+                raise _BindError(f"claim {claim.key} got replaced in the meantime")
+            if meta.get("deletionTimestamp"):
+                raise _BindError(f"claim {claim.key} got deleted in the meantime")
+            status = obj.setdefault("status", {})
+            try:
+                if alloc is not None:
+                    existing = status.get("allocation")
+                    if existing and existing != alloc.raw:
+                        raise _BindError(f"claim {claim.key} got allocated elsewhere in the meantime")
+                    if CLAIM_FINALIZER not in (meta.get("finalizers") or []):
+                        meta["finalizers"] = [*(meta.get("finalizers") or []), CLAIM_FINALIZER]
+                        obj = await api.update("ResourceClaim", obj)
+                        status = obj.setdefault("status", {})
+                    status["allocation"] = alloc.raw
+                elif not status.get("allocation"):
+                    raise _BindError(f"claim {claim.key} is no longer allocated")
+                reserved = list(status.get("reservedFor") or [])
+                if not any(r.get("uid") == pod.uid for r in reserved):
+                    reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+                status["reservedFor"] = reserved
+                return await api.update("ResourceClaim", obj, subresource="status")
+            except Conflict:
+                continue
+        raise _BindError(f"claim {claim.key}: giving up after {CONFLICT_RETRIES} conflicting updates")
+
+    async def rollback(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> None:
+        """Undo PreBind's writes: drop our reservedFor entry; deallocate claims we allocated for this
+        attempt when nobody else uses them."""
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return
+        ledger = state.snapshot.ledger
+        for claim, allocated_by_us in reversed(data.written):
+            for attempt in range(CONFLICT_RETRIES):
+                try:
+                    obj = await api.get("ResourceClaim", claim.namespace, claim.name)
+                except NotFound:
+                    break
+                if (obj.get("metadata") or {}).get("uid") != claim.meta.uid:
+                    break
+                status = obj.setdefault("status", {})
+                reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod.uid]
+                status["reservedFor"] = reserved
+                dealloc = allocated_by_us and not reserved
+                if dealloc:
+                    status.pop("allocation", None)
+                    status.pop("devices", None)
+                try:
+                    written = await api.update("ResourceClaim", obj, subresource="status")
+                except Conflict:
+                    await asyncio.sleep(0.01 * (attempt + 1))
+                    continue
+                if dealloc:
+                    rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
+                    ledger.assume(claim.meta.uid, claim.key, None, rv)
+                break
+        data.written.clear()
+
+
+class _BindError(Exception):
+    pass
+
+
+def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    import copy
+
+    return copy.deepcopy(dict(raw))
+
+
+def _count_devices(probe: Allocator, node: NodeInfo, pools: list[Pool], inp: ClaimInput, spec: Any) -> tuple[int, int]:
+    """(devices on the node matching the request's class and selectors, how many of them are free)."""
+    from plugins.dra.allocator import _Req  # noqa: PLC0415 - private helper shared within the package
+
+    cls = probe.classes.get(spec.device_class_name)
+    if cls is None:
+        return 0, 0
+    rd = _Req(spec, cls, 0, [], bool(spec.admin_access), dict(spec.capacity))
+    matching = free = 0
+    for p in pools:
+        if p.incomplete or p.invalid:
+            continue
+        for c in p.candidates:
+            try:
+                ok = probe._selectable(inp, rd, c, node.node)
+            except AllocationError:
+                ok = False
+            if not ok:
+                continue
+            matching += 1
+            if not probe.ledger.is_allocated(c.id) and (
+                c.device.allow_multiple_allocations or not probe.ledger.has_shares(c.id)
+            ):
+                free += 1
+    return matching, free
+
+
+def _validate(args: Mapping[str, Any], path: str) -> list[str]:
+    errors = []
+    for k, v in args.items():
+        if k == "celEngine":
+            if v not in available_engines():
+                errors.append(f"{path}.celEngine: unknown or unavailable CEL engine {v!r} (available: "
+                              f"{', '.join(available_engines())})")
+        elif k == "featureGates":
+            if not isinstance(v, Mapping):
+                errors.append(f"{path}.featureGates: must be a map of gate name to bool")
+                continue
+            for g, on in v.items():
+                if g not in _GATES:
+                    errors.append(f"{path}.featureGates.{g}: unknown feature gate")
+                elif not isinstance(on, bool):
+                    errors.append(f"{path}.featureGates.{g}: must be true or false")
+        elif k == "filterTimeout":
+            if not isinstance(v, str):
+                errors.append(f"{path}.filterTimeout: must be a duration string such as 10s")
+        else:
+            errors.append(f"{path}.{k}: unknown field")
+    return errors
+
+
+_GATES = {
+    "DRAAdminAccess",
+    "DRAPrioritizedList",
+    "DRAPartitionableDevices",
+    "DRADeviceTaints",
+    "DRAConsumableCapacity",
+    "DRADeviceBindingConditions",
+}
+
+SPEC = PluginSpec(
+    name=NAME,
+    factory=DynamicResources,
+    points=frozenset({"preEnqueue", "preFilter", "filter", "score", "reserve", "preBind"}),
+    validate_args=_validate,
+)

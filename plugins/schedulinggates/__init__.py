@@ -1,0 +1,46 @@
+"""SchedulingGates: keeps pods with ``spec.schedulingGates`` out of the active queue.
+
+kube-scheduler (``pkg/scheduler/framework/plugins/schedulinggates``): PreEnqueue returns
+UnschedulableAndUnresolvable with ``waiting for scheduling gates: [a b]`` (Go's ``%v`` of the gate
+names) while any gate is present; a pod update that removes the gates requeues the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scheduler.framework.interface import Code, Status
+from scheduler.framework.registry import PluginSpec, no_args
+
+if TYPE_CHECKING:
+    from scheduler.cache import Snapshot
+    from scheduler.model import Pod
+
+NAME = "SchedulingGates"
+
+
+class SchedulingGates:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        del args
+
+    def pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status:
+        if not pod.scheduling_gates:
+            return Status.ok()
+        gates = " ".join(pod.scheduling_gates)
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"waiting for scheduling gates: [{gates}]",))
+
+    def events_to_register(self) -> Sequence[tuple[str, str]]:
+        return (("Pod", "Update"),)
+
+
+SPEC = PluginSpec(
+    name=NAME,
+    factory=SchedulingGates,
+    points=frozenset({"preEnqueue"}),
+    validate_args=no_args,
+)
+
+__all__ = ["NAME", "SPEC", "SchedulingGates"]

@@ -1,0 +1,115 @@
+"""TaintToleration: node taints against pod tolerations.
+
+kube-scheduler (``pkg/scheduler/framework/plugins/tainttoleration``):
+
+* Filter: the first taint with effect ``NoSchedule`` or ``NoExecute`` that no toleration of the pod
+  tolerates rejects the node, UnschedulableAndUnresolvable
+  ``node(s) had untolerated taint {<key>: <value>}``.
+* PreScore keeps the pod's tolerations whose effect is empty or ``PreferNoSchedule``; Score counts the
+  node's ``PreferNoSchedule`` taints those tolerations do not tolerate; NormalizeScore is
+  ``DefaultNormalizeScore(MaxNodeScore, reverse=true)``: fewer intolerable taints score higher,
+  a node with the most scores 0, and all nodes score 100 when no node has any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
+from scheduler.framework.registry import PluginSpec, no_args
+from scheduler.model import Taint, Toleration
+
+if TYPE_CHECKING:
+    from scheduler.cache import NodeInfo
+    from scheduler.model import Pod
+
+NAME = "TaintToleration"
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def find_untolerated_taint(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint not tolerated (``FindMatchingUntoleratedTaint`` with
+    ``DoNotScheduleTaintsFilterFunc``), or None."""
+    for taint in taints:
+        if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(taint, tolerations):
+            return taint
+    return None
+
+
+def prefer_no_schedule_tolerations(tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
+    """``getAllTolerationPreferNoSchedule``: tolerations with an empty or PreferNoSchedule effect."""
+    return tuple(t for t in tolerations if t.effect in ("", PREFER_NO_SCHEDULE))
+
+
+def count_intolerable_prefer_no_schedule(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
+    return sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE and not tolerated(t, tolerations))
+
+
+def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:
+    """kube-scheduler's ``helper.DefaultNormalizeScore`` (integer arithmetic), in place."""
+    max_count = max((s.score for s in scores), default=0)
+    if max_count <= 0:
+        if reverse:
+            for s in scores:
+                s.score = max_priority
+        return
+    for s in scores:
+        v = max_priority * s.score // max_count
+        s.score = max_priority - v if reverse else v
+
+
+class TaintToleration:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        del args
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        taint = find_untolerated_taint(node.node.taints, pod.tolerations)
+        if taint is None:
+            return Status.ok()
+        return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        state.write(_PRE_SCORE_KEY, prefer_no_schedule_tolerations(pod.tolerations))
+        return Status.ok()
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        tols = state.read(_PRE_SCORE_KEY)
+        if tols is None:
+            tols = prefer_no_schedule_tolerations(pod.tolerations)
+        return count_intolerable_prefer_no_schedule(node.node.taints, tols)
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        default_normalize_score(MAX_NODE_SCORE, True, scores)
+        return Status.ok()
+
+    def events_to_register(self) -> Sequence[tuple[str, str]]:
+        # A node added or its taints changed; the pod's tolerations changed.
+        return (("Node", "Add"), ("Node", "Update"), ("Pod", "Update"))
+
+
+SPEC = PluginSpec(
+    name=NAME,
+    factory=TaintToleration,
+    points=frozenset({"filter", "preScore", "score"}),
+    validate_args=no_args,
+)
+
+__all__ = [
+    "NAME",
+    "SPEC",
+    "TaintToleration",
+    "count_intolerable_prefer_no_schedule",
+    "default_normalize_score",
+    "find_untolerated_taint",
+]

@@ -1,0 +1,59 @@
+"""The ``dra-scheduler`` command line (ARCHITECTURE §3.1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from scheduler.logging import configure_logging
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dra-scheduler", description="DRA-, topology- and gang-aware scheduler")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="schedule, offline, the objects found in PATH (YAML files or directories)")
+    sim.add_argument("paths", nargs="+", metavar="PATH")
+    sim.add_argument("--config", help="KubeSchedulerConfiguration file (or a ConfigMap manifest holding one)")
+    sim.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    sim.add_argument("-v", "--verbose", action="store_true", help="log scheduling decisions to stderr")
+    chk = sub.add_parser("check-config", help="validate a scheduler configuration file")
+    chk.add_argument("file")
+    run = sub.add_parser("run", help="schedule pods on a live cluster")
+    run.add_argument("--kubeconfig")
+    run.add_argument("--config")
+    run.add_argument("--config-map")
+    run.add_argument("--leader-elect", action="store_true")
+    run.add_argument("--metrics-port", type=int, default=10259)
+    args = parser.parse_args(argv)
+
+    if args.command == "check-config":
+        from scheduler.checkconfig import check_config
+
+        code, text = check_config(args.file)
+        print(text, file=sys.stdout if code == 0 else sys.stderr)
+        return code
+
+    if args.command == "simulate":
+        configure_logging(verbose=args.verbose)
+        from scheduler.config import ConfigError, load_config_file
+        from scheduler.simulate import InputError, run_simulation, to_json, to_table
+
+        try:
+            config = load_config_file(args.config) if args.config else None
+            result = run_simulation(args.paths, config)
+        except ConfigError as e:
+            print(f"invalid configuration:\n" + "\n".join(e.errors), file=sys.stderr)
+            return 1
+        except InputError as e:
+            print(f"invalid input: {e}", file=sys.stderr)
+            return 1
+        print(to_json(result) if args.output == "json" else to_table(result))
+        return 0
+
+    print("dra-scheduler run: live scheduling is not implemented yet (see issue 3)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Extension points, statuses and per-cycle state of the scheduling framework.
+
+Modelled on kube-scheduler's framework: one small protocol per extension point; a plugin implements
+only the points it needs and the runtime discovers them with ``isinstance``. "Does not fit" is an
+ordinary :class:`Status`; only faults are errors.
+
+Queue semantics of the codes (as kube-scheduler):
+
+* ``SUCCESS``
+* ``ERROR``: internal fault (bad CEL at runtime, API failure). The pod goes to backoff and is retried.
+* ``UNSCHEDULABLE``: does not fit now; preemption could help. Pod waits in the unschedulable pool
+  until a cluster event that may make it schedulable (or the periodic flush).
+* ``UNSCHEDULABLE_AND_UNRESOLVABLE``: like UNSCHEDULABLE, but preemption cannot help.
+* ``WAIT``: Permit asks to wait.
+* ``SKIP``: PreFilter/PreScore: the plugin's later points do nothing for this pod.
+* ``PENDING``: PreEnqueue: keep the pod out of the active queue (gated) until an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from scheduler.api import ClusterAPI
+    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.model import Pod
+
+
+class Code(IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @staticmethod
+    def ok() -> Status:
+        return _OK
+
+    @staticmethod
+    def unschedulable(*reasons: str, plugin: str = "") -> Status:
+        return Status(Code.UNSCHEDULABLE, reasons, plugin)
+
+    @staticmethod
+    def unresolvable(*reasons: str, plugin: str = "") -> Status:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin)
+
+    @staticmethod
+    def error(*reasons: str, plugin: str = "") -> Status:
+        return Status(Code.ERROR, reasons, plugin)
+
+    @staticmethod
+    def skip() -> Status:
+        return _SKIP
+
+    @property
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    @property
+    def is_rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin or self.code == Code.SUCCESS else Status(self.code, self.reasons, plugin)
+
+
+_OK = Status()
+_SKIP = Status(Code.SKIP)
+
+
+class CycleState:
+    """Per-cycle scratchpad keyed by plugin name; also carries the cycle's snapshot."""
+
+    __slots__ = ("_data", "skip_filter", "skip_score", "snapshot")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def read(self, key: str) -> Any:
+        return self._data.get(key)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Restricts the nodes the Filter phase considers (``None`` = all)."""
+
+    node_names: frozenset[str] | None = None
+
+
+@dataclass(slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    pod: Pod
+    timestamp: float  # when it was first added to the queue
+    attempts: int = 0
+    initial_attempt_timestamp: float | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    gated: bool = False
+
+
+class Plugin(Protocol):
+    name: ClassVar[str]
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Protocol):
+    name: ClassVar[str]
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Status: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int: ...
+
+
+@runtime_checkable
+class ScoreNormalizer(Protocol):
+    """Optional ScoreExtensions: scale raw scores into 0..100 (MAX_NODE_SCORE)."""
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status: ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: ClassVar[str]
+
+    def reserve(self, state: CycleState, pod: Pod, node: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: Pod, node: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    name: ClassVar[str]
+
+    def permit(self, state: CycleState, pod: Pod, node: str) -> tuple[Status, float]: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    name: ClassVar[str]
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Protocol):
+    name: ClassVar[str]
+
+    async def bind(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> Status: ...
+
+
+@runtime_checkable
+class UnreserveWriter(Protocol):
+    """Optional: undo API writes made in PreBind when the binding cycle fails (runs after Unreserve)."""
+
+    async def rollback(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> None: ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    """Optional: the cluster events (kind, action) that may make a pod rejected by this plugin
+    schedulable. Actions: Add, Update, Delete."""
+
+    def events_to_register(self) -> Sequence[tuple[str, str]]: ...
+
+
+MAX_NODE_SCORE = 100
+EXTENSION_POINTS = (
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+)

@@ -1,0 +1,53 @@
+"""The explicit plugin registry: every plugin the scheduler can run, by name.
+
+Each entry says which extension points the plugin implements (used by config validation to reject a
+plugin enabled at a point it does not serve), builds an instance from its args, and validates those
+args with field paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ArgsValidator = Callable[[Mapping[str, Any], str], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    name: str
+    factory: Callable[[Mapping[str, Any]], Any]
+    points: frozenset[str]
+    validate_args: ArgsValidator | None = None
+    default_args: Mapping[str, Any] = field(default_factory=dict)
+
+
+def no_args(args: Mapping[str, Any], path: str) -> list[str]:
+    return [f"{path}.{k}: unknown field" for k in args]
+
+
+def default_registry() -> dict[str, PluginSpec]:
+    # Imported here so that the framework package does not depend on the plugins at import time.
+    from plugins.defaultbinder import SPEC as DEFAULT_BINDER
+    from plugins.dra.plugin import SPEC as DYNAMIC_RESOURCES
+    from plugins.nodeaffinity import SPEC as NODE_AFFINITY
+    from plugins.nodename import SPEC as NODE_NAME
+    from plugins.noderesources import SPEC as NODE_RESOURCES_FIT
+    from plugins.nodeunschedulable import SPEC as NODE_UNSCHEDULABLE
+    from plugins.queuesort import SPEC as PRIORITY_SORT
+    from plugins.schedulinggates import SPEC as SCHEDULING_GATES
+    from plugins.tainttoleration import SPEC as TAINT_TOLERATION
+
+    specs = [
+        PRIORITY_SORT,
+        SCHEDULING_GATES,
+        NODE_UNSCHEDULABLE,
+        NODE_NAME,
+        TAINT_TOLERATION,
+        NODE_AFFINITY,
+        NODE_RESOURCES_FIT,
+        DYNAMIC_RESOURCES,
+        DEFAULT_BINDER,
+    ]
+    return {s.name: s for s in specs}

@@ -1,0 +1,279 @@
+"""The framework runtime: one instance per profile, running its plugins at each extension point.
+
+The runtime applies score weights and normalisation (plugins return raw scores; the runtime scales them
+to 0..MAX_NODE_SCORE through the plugin's ``normalize_score`` if it has one, checks the range and
+multiplies by the configured weight), times every extension point for metrics, and tags each non-success
+status with the plugin that returned it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    BindPlugin,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PermitPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreNormalizer,
+    ScorePlugin,
+    Status,
+    UnreserveWriter,
+)
+
+if TYPE_CHECKING:
+    from scheduler.api import ClusterAPI
+    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.config import Profile
+    from scheduler.framework.registry import PluginSpec
+    from scheduler.model import Pod
+
+
+class Metrics(Protocol):
+    def observe_extension_point(self, point: str, status: Code, seconds: float) -> None: ...
+
+    def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
+
+
+class NullMetrics:
+    def observe_extension_point(self, point: str, status: Code, seconds: float) -> None:
+        return None
+
+    def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
+        return None
+
+
+class FrameworkError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedScorer:
+    plugin: ScorePlugin
+    weight: int
+
+
+class Framework:
+    """Plugins of one profile, instantiated from the registry with their args."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        registry: Mapping[str, PluginSpec],
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.profile = profile
+        self.scheduler_name = profile.scheduler_name
+        self.metrics: Metrics = metrics or NullMetrics()
+        self.instances: dict[str, Any] = {}
+        for point, refs in profile.plugins.items():
+            for ref in refs:
+                if ref.name not in self.instances:
+                    spec = registry.get(ref.name)
+                    if spec is None:
+                        raise FrameworkError(f"plugin {ref.name!r} is not registered")
+                    self.instances[ref.name] = spec.factory(profile.plugin_args.get(ref.name, {}))
+
+        def at(point: str, proto: type) -> list[Any]:
+            out = []
+            for ref in profile.plugins.get(point, ()):
+                inst = self.instances[ref.name]
+                if not isinstance(inst, proto):
+                    raise FrameworkError(f"plugin {ref.name!r} does not implement {point}")
+                out.append(inst)
+            return out
+
+        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue", PreEnqueuePlugin)
+        sorters: list[QueueSortPlugin] = at("queueSort", QueueSortPlugin)
+        if len(sorters) != 1:
+            raise FrameworkError(f"exactly one queueSort plugin must be enabled, got {len(sorters)}")
+        self.queue_sort = sorters[0]
+        self.pre_filter: list[PreFilterPlugin] = at("preFilter", PreFilterPlugin)
+        self.filter: list[FilterPlugin] = at("filter", FilterPlugin)
+        self.post_filter: list[PostFilterPlugin] = at("postFilter", PostFilterPlugin)
+        self.pre_score: list[PreScorePlugin] = at("preScore", PreScorePlugin)
+        self.scorers = [
+            WeightedScorer(self.instances[ref.name], ref.weight or 1) for ref in profile.plugins.get("score", ())
+        ]
+        for s in self.scorers:
+            if not isinstance(s.plugin, ScorePlugin):
+                raise FrameworkError(f"plugin {s.plugin.name!r} does not implement score")
+        self.reserve: list[ReservePlugin] = at("reserve", ReservePlugin)
+        self.permit: list[PermitPlugin] = at("permit", PermitPlugin)
+        self.pre_bind: list[PreBindPlugin] = at("preBind", PreBindPlugin)
+        binders: list[BindPlugin] = at("bind", BindPlugin)
+        if not binders:
+            raise FrameworkError("at least one bind plugin must be enabled")
+        self.bind = binders
+
+    # --- helpers --------------------------------------------------------------------------------------
+
+    def _timed(self, point: str, start: float, status: Status) -> Status:
+        self.metrics.observe_extension_point(point, status.code, time.perf_counter() - start)
+        return status
+
+    def events_to_register(self) -> dict[str, set[tuple[str, str]]]:
+        """plugin name -> the (kind, action) events that may make a pod it rejected schedulable."""
+        return {
+            name: set(inst.events_to_register())
+            for name, inst in self.instances.items()
+            if isinstance(inst, EnqueueExtensions)
+        }
+
+    # --- queueing -------------------------------------------------------------------------------------
+
+    def run_pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status:
+        for p in self.pre_enqueue:
+            st = p.pre_enqueue(snapshot, pod)
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return Status.ok()
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.queue_sort.less(a, b)
+
+    # --- scheduling cycle -----------------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        start = time.perf_counter()
+        result: frozenset[str] | None = None
+        for p in self.pre_filter:
+            t0 = time.perf_counter()
+            r, st = p.pre_filter(state, pod)
+            self.metrics.observe_plugin(p.name, "PreFilter", st.code, time.perf_counter() - t0)
+            if st.code == Code.SKIP:
+                state.skip_filter.add(p.name)
+                continue
+            if not st.is_success:
+                return None, self._timed("PreFilter", start, st.with_plugin(p.name))
+            if r is not None and r.node_names is not None:
+                result = r.node_names if result is None else result & r.node_names
+        self._timed("PreFilter", start, Status.ok())
+        return (PreFilterResult(result) if result is not None else None), Status.ok()
+
+    def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        skip = state.skip_filter
+        for p in self.filter:
+            if skip and p.name in skip:
+                continue
+            st = p.filter(state, pod, node)
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return Status.ok()
+
+    def run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Status:
+        start = time.perf_counter()
+        result = Status.unschedulable()
+        for p in self.post_filter:
+            st = p.post_filter(state, pod, statuses)
+            if st.is_success or st.code == Code.ERROR:
+                return self._timed("PostFilter", start, st.with_plugin(p.name))
+            result = st.with_plugin(p.name)
+        return self._timed("PostFilter", start, result)
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        start = time.perf_counter()
+        for p in self.pre_score:
+            st = p.pre_score(state, pod, nodes)
+            if st.code == Code.SKIP:
+                state.skip_score.add(p.name)
+                continue
+            if not st.is_success:
+                return self._timed("PreScore", start, st.with_plugin(p.name))
+        return self._timed("PreScore", start, Status.ok())
+
+    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeScore]:
+        """Weighted sum over score plugins of normalised scores, per node (same order as ``nodes``)."""
+        start = time.perf_counter()
+        totals = [NodeScore(n.name, 0) for n in nodes]
+        skip = state.skip_score
+        for ws in self.scorers:
+            p = ws.plugin
+            if p.name in skip:
+                continue
+            t0 = time.perf_counter()
+            scores = [NodeScore(n.name, p.score(state, pod, n)) for n in nodes]
+            if isinstance(p, ScoreNormalizer):
+                st = p.normalize_score(state, pod, scores)
+                if not st.is_success:
+                    raise FrameworkError(f"{p.name}: normalize score: {st.message}")
+            for i, s in enumerate(scores):
+                if not 0 <= s.score <= MAX_NODE_SCORE:
+                    raise FrameworkError(
+                        f"plugin {p.name} returned an invalid score {s.score} for node {s.name}: "
+                        f"must be in [0, {MAX_NODE_SCORE}]"
+                    )
+                totals[i].score += s.score * ws.weight
+            self.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
+        self._timed("Score", start, Status.ok())
+        return totals
+
+    def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
+        start = time.perf_counter()
+        for p in self.reserve:
+            st = p.reserve(state, pod, node)
+            if not st.is_success:
+                self.run_unreserve(state, pod, node)
+                return self._timed("Reserve", start, st.with_plugin(p.name))
+        return self._timed("Reserve", start, Status.ok())
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
+        start = time.perf_counter()
+        for p in reversed(self.reserve):
+            p.unreserve(state, pod, node)
+        self._timed("Unreserve", start, Status.ok())
+
+    def run_permit(self, state: CycleState, pod: Pod, node: str) -> tuple[Status, float]:
+        start = time.perf_counter()
+        wait = 0.0
+        waiting = False
+        for p in self.permit:
+            st, timeout = p.permit(state, pod, node)
+            if st.code == Code.WAIT:
+                waiting = True
+                wait = max(wait, timeout)
+            elif not st.is_success:
+                return self._timed("Permit", start, st.with_plugin(p.name)), 0.0
+        if waiting:
+            return self._timed("Permit", start, Status(Code.WAIT)), wait
+        return self._timed("Permit", start, Status.ok()), 0.0
+
+    # --- binding cycle ------------------------------------------------------------------------------
+
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> Status:
+        start = time.perf_counter()
+        for p in self.pre_bind:
+            st = await p.pre_bind(state, pod, node, api)
+            if not st.is_success and st.code != Code.SKIP:
+                return self._timed("PreBind", start, st.with_plugin(p.name))
+        return self._timed("PreBind", start, Status.ok())
+
+    async def run_bind(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> Status:
+        start = time.perf_counter()
+        for p in self.bind:
+            st = await p.bind(state, pod, node, api)
+            if st.code == Code.SKIP:
+                continue
+            return self._timed("Bind", start, st.with_plugin(p.name))
+        return self._timed("Bind", start, Status.error("no bind plugin bound the pod"))
+
+    async def run_rollback(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> None:
+        for p in reversed(self.pre_bind):
+            if isinstance(p, UnreserveWriter):
+                await p.rollback(state, pod, node, api)

@@ -1,0 +1,606 @@
+"""The scheduling queue: active heap, backoff heap, unschedulable and gated pools, pods in flight.
+
+Modelled on kube-scheduler's ``PriorityQueue`` (``pkg/scheduler/backend/queue``):
+
+* **active**: a heap ordered by the profile's QueueSort ``less`` (ties: order of entry into active).
+  Every pod entering active passes PreEnqueue first (kube-scheduler's ``moveToActiveQ``); a pod
+  PreEnqueue rejects goes to **gated** instead.
+* **backoff**: a heap ordered by backoff expiry. Backoff is ``initial * 2**(attempts-1)`` capped at
+  ``max``, measured from the last failed attempt; a pod that never failed is not backing off.
+* **unschedulable**: pods that did not fit, with the plugins that rejected them. A cluster event
+  ``(kind, action)`` moves a pod when one of its rejecting plugins registered that event (a plugin
+  absent from ``events`` counts as registering every event, as kube-scheduler does for plugins without
+  EnqueueExtensions; a pod with no recorded plugin is moved by every event). ``flush`` moves pods
+  that have waited longer than ``max_in_unschedulable``.
+* **gated**: pods PreEnqueue rejected; re-checked on update, on an event the gating plugin
+  registered, and by ``flush`` after ``max_in_unschedulable``.
+* **in flight**: popped, attempt not finished. Events that arrive meanwhile are remembered so that a
+  pod that then fails goes to backoff instead of waiting for an event that already happened
+  (kube-scheduler's ``moveRequestCycle`` rule, refined as its in-flight event list: only events
+  that would have moved the pod count).
+
+Contract for the scheduling loop: ``pop`` → read ``scheduling_cycle`` → attempt → on failure
+``add_unschedulable`` / ``add_backoff`` *then* ``done``; on success ``done`` (the pod is forgotten).
+``add_unschedulable`` / ``add_backoff`` for a pod that is not in flight (deleted meanwhile, or already
+requeued) do nothing, as kube-scheduler does not requeue a pod that is gone.
+
+Single-threaded (asyncio): no locks. ``pre_enqueue`` and ``pod_filter`` must not call back into the
+queue. A pod is never in two pools; every operation is O(log n) except ``on_event`` (linear in the
+candidate pods, i.e. those whose rejecting plugins registered the event) and ``flush`` (linear in
+the pods it moves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final, Protocol
+
+from scheduler.framework.interface import QueuedPodInfo, Status
+
+if TYPE_CHECKING:
+    from scheduler.model import Pod
+
+ACTIVE: Final = "active"
+BACKOFF: Final = "backoff"
+UNSCHEDULABLE: Final = "unschedulable"
+GATED: Final = "gated"
+IN_FLIGHT: Final = "in_flight"
+
+WILDCARD: Final = "*"
+_NO_PLUGIN: Final = ""  # index bucket for pods with no recorded rejecting plugin
+_MAX_INFLIGHT_EVENTS: Final = 10_000
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class FakeClock:
+    """A clock tests and offline simulators move by hand."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._t = start
+
+    def now(self) -> float:
+        return self._t
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("cannot advance a clock backwards")
+        self._t += seconds
+
+    def set(self, t: float) -> None:
+        self._t = t
+
+
+PodFilter = Callable[["Pod"], bool]
+
+
+@dataclass(slots=True, eq=False)
+class _Entry:
+    info: QueuedPodInfo
+    pool: str = ""
+    seq: int = 0  # order of entry into active/backoff (FIFO tie-break)
+    heap_index: int = -1
+    last_failure: float | None = None
+    expiry: float = 0.0  # backoff expiry while in the backoff heap
+    since: float = 0.0  # entry time into the unschedulable/gated pool
+    indexed: tuple[str, ...] = ()  # plugin buckets this entry is filed under
+    pop_cycle: int = -1
+    updated_in_flight: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.info.pod.key
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlightEvent:
+    cycle: int
+    kind: str
+    action: str
+    pod_filter: PodFilter | None
+
+
+class _Heap:
+    """Binary heap of entries that know their own index, so removal and re-sorting are O(log n)."""
+
+    __slots__ = ("_items", "_lt")
+
+    def __init__(self, lt: Callable[[_Entry, _Entry], bool]) -> None:
+        self._items: list[_Entry] = []
+        self._lt = lt
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[_Entry]:
+        return iter(self._items)
+
+    def peek(self) -> _Entry | None:
+        return self._items[0] if self._items else None
+
+    def push(self, e: _Entry) -> None:
+        e.heap_index = len(self._items)
+        self._items.append(e)
+        self._up(e.heap_index)
+
+    def pop(self) -> _Entry:
+        return self.remove(self._items[0])
+
+    def remove(self, e: _Entry) -> _Entry:
+        i = e.heap_index
+        last = self._items.pop()
+        if last is not e:
+            self._items[i] = last
+            last.heap_index = i
+            self.fix(last)
+        e.heap_index = -1
+        return e
+
+    def fix(self, e: _Entry) -> None:
+        if not self._up(e.heap_index):
+            self._down(e.heap_index)
+
+    def _up(self, i: int) -> bool:
+        items, lt = self._items, self._lt
+        e = items[i]
+        moved = False
+        while i > 0:
+            parent = (i - 1) >> 1
+            if not lt(e, items[parent]):
+                break
+            items[i] = items[parent]
+            items[i].heap_index = i
+            i = parent
+            moved = True
+        items[i] = e
+        e.heap_index = i
+        return moved
+
+    def _down(self, i: int) -> None:
+        items, lt = self._items, self._lt
+        n = len(items)
+        e = items[i]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and lt(items[child + 1], items[child]):
+                child += 1
+            if not lt(items[child], e):
+                break
+            items[i] = items[child]
+            items[i].heap_index = i
+            i = child
+        items[i] = e
+        e.heap_index = i
+
+
+def _strip(pod: Pod) -> Pod:
+    return replace(
+        pod,
+        meta=replace(pod.meta, resource_version="", generation=0, finalizers=()),
+        phase="",
+    )
+
+
+def pod_updated(old: Pod, new: Pod) -> bool:
+    """Whether an update may change schedulability: kube-scheduler's ``isPodUpdated`` (ignores
+    resourceVersion, generation, finalizers and status other than the resource claim statuses)."""
+    return old is not new and _strip(old) != _strip(new)
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+        clock: Clock,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_in_unschedulable: float = 300.0,
+        pre_enqueue: Callable[[Pod], Status] | None = None,
+        events: Mapping[str, set[tuple[str, str]]] | None = None,
+    ) -> None:
+        if initial_backoff < 0 or max_backoff < initial_backoff:
+            raise ValueError("need 0 <= initial_backoff <= max_backoff")
+        if max_in_unschedulable < 0:
+            raise ValueError("max_in_unschedulable must not be negative")
+        self._less = less
+        self._clock = clock
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._max_in_unschedulable = max_in_unschedulable
+        self._pre_enqueue = pre_enqueue
+        self._events: dict[str, frozenset[tuple[str, str]]] | None = (
+            None if events is None else {p: frozenset(ev) for p, ev in events.items()}
+        )
+
+        def active_lt(a: _Entry, b: _Entry) -> bool:
+            if less(a.info, b.info):
+                return True
+            if less(b.info, a.info):
+                return False
+            return a.seq < b.seq
+
+        def backoff_lt(a: _Entry, b: _Entry) -> bool:
+            return (a.expiry, a.seq) < (b.expiry, b.seq)
+
+        self._entries: dict[str, _Entry] = {}
+        self._active = _Heap(active_lt)
+        self._backoff = _Heap(backoff_lt)
+        # insertion-ordered: entry time ("since") is non-decreasing from front to back
+        self._unschedulable: dict[str, _Entry] = {}
+        self._gated: dict[str, _Entry] = {}
+        self._in_flight: dict[str, _Entry] = {}  # insertion-ordered: pop cycle increasing
+        self._by_plugin: dict[str, dict[str, None]] = {}  # unschedulable + gated pods per plugin
+        self._inflight_events: deque[_InFlightEvent] = deque()
+        self._overflow_cycle = -1  # in-flight events up to this cycle were dropped (count as matching)
+        self._seq = 0
+        self._cycle = 0
+        self._closed = False
+        self._wakeup = asyncio.Event()
+
+    # --- public API -----------------------------------------------------------------------------------
+
+    @property
+    def scheduling_cycle(self) -> int:
+        return self._cycle
+
+    def add(self, pod: Pod) -> None:
+        """A new pending pod. A pod already known is updated instead; an assigned pod is dropped."""
+        if pod.key in self._entries:
+            self.update(pod)
+            return
+        if pod.node_name:
+            return
+        e = _Entry(QueuedPodInfo(pod=pod, timestamp=self._clock.now()))
+        self._entries[pod.key] = e
+        self._to_active(e)
+
+    def update(self, pod: Pod) -> None:
+        key = pod.key
+        e = self._entries.get(key)
+        if e is None:
+            self.add(pod)
+            return
+        old = e.info.pod
+        if old.uid and pod.uid and old.uid != pod.uid:  # deleted and recreated under the same name
+            self.delete(key)
+            self.add(pod)
+            return
+        if pod.node_name:  # assigned: no longer pending
+            self.delete(key)
+            return
+        e.info.pod = pod
+        changed = pod_updated(old, pod)
+        if e.pool == ACTIVE:
+            self._active.fix(e)
+        elif e.pool == IN_FLIGHT:
+            e.updated_in_flight = e.updated_in_flight or changed
+        elif e.pool == UNSCHEDULABLE:
+            if changed:
+                self._detach(e)
+                self._requeue(e)
+        elif e.pool == GATED:
+            st = self._run_pre_enqueue(pod)
+            self._detach(e)
+            if st.is_success:
+                e.info.gated = False
+                self._requeue(e, checked=True)
+            else:
+                self._to_gated(e, st)
+        # BACKOFF: stored pod refreshed; expiry does not depend on the pod object
+
+    def delete(self, key: str) -> None:
+        e = self._entries.pop(key, None)
+        if e is not None:
+            self._detach(e)
+
+    def pop(self) -> QueuedPodInfo | None:
+        """The best active pod (after moving expired backoff pods), or ``None``. Non-blocking."""
+        if self._closed:
+            return None
+        now = self._clock.now()
+        self._flush_backoff(now)
+        if not self._active:
+            self._wakeup.clear()
+            return None
+        e = self._active.pop()
+        self._cycle += 1
+        e.pool = IN_FLIGHT
+        e.pop_cycle = self._cycle
+        e.updated_in_flight = False
+        self._in_flight[e.key] = e
+        info = e.info
+        info.attempts += 1
+        if info.initial_attempt_timestamp is None:
+            info.initial_attempt_timestamp = now
+        info.unschedulable_plugins = set()
+        if not self._active:
+            self._wakeup.clear()
+        return info
+
+    async def pop_wait(self, timeout: float | None = None) -> QueuedPodInfo | None:
+        """Pop, waiting until a pod is active. ``None`` when closed or after ``timeout`` (real time,
+        the event loop's clock). Backoff expiry does not wake a waiter: run ``flush`` periodically."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            info = self.pop()
+            if info is not None or self._closed:
+                return info
+            self._wakeup.clear()
+            if deadline is None:
+                await self._wakeup.wait()
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except TimeoutError:
+                return None
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def done(self, key: str) -> None:
+        """The pod's attempt (scheduling and binding) finished. A pod still in flight was scheduled:
+        it is forgotten. A pod already requeued by ``add_unschedulable``/``add_backoff`` stays."""
+        e = self._in_flight.get(key)
+        if e is not None:
+            self._leave_in_flight(e)
+            del self._entries[key]
+
+    def add_unschedulable(self, info: QueuedPodInfo, plugins: set[str], pod_cycle: int) -> None:
+        e = self._in_flight.get(info.pod.key)
+        if e is None:
+            return
+        self._leave_in_flight(e, keep_events=True)
+        e.last_failure = self._clock.now()
+        e.info.unschedulable_plugins = set(plugins)
+        retry = e.updated_in_flight or self._event_since(pod_cycle, e.info.unschedulable_plugins, e.info.pod)
+        self._prune_inflight_events()
+        if retry:
+            self._requeue(e)
+        else:
+            self._to_unschedulable(e)
+
+    def add_backoff(self, info: QueuedPodInfo) -> None:
+        e = self._in_flight.get(info.pod.key)
+        if e is None:
+            return
+        self._leave_in_flight(e)
+        e.last_failure = self._clock.now()
+        self._requeue(e)
+
+    def on_event(self, kind: str, action: str, pod_filter: PodFilter | None = None) -> int:
+        if self._in_flight:
+            self._record_inflight_event(_InFlightEvent(self._cycle, kind, action, pod_filter))
+        candidates: dict[str, _Entry] = {}
+        for plugin, keys in self._by_plugin.items():
+            if plugin == _NO_PLUGIN or self._registered(plugin, kind, action):
+                for key in keys:
+                    candidates[key] = self._entries[key]
+        moved = 0
+        for e in candidates.values():
+            if pod_filter is not None and not _filter_ok(pod_filter, e.info.pod):
+                continue
+            moved += self._release(e)
+        return moved
+
+    def flush(self) -> None:
+        now = self._clock.now()
+        self._flush_backoff(now)
+        cutoff = now - self._max_in_unschedulable
+        for pool in (self._unschedulable, self._gated):
+            stale: list[_Entry] = []
+            for e in pool.values():
+                if e.since >= cutoff:
+                    break
+                stale.append(e)
+            for e in stale:
+                self._release(e)
+
+    def next_wakeup(self) -> float | None:
+        top = self._backoff.peek()
+        return None if top is None else top.expiry
+
+    def lengths(self) -> dict[str, int]:
+        return {
+            ACTIVE: len(self._active),
+            BACKOFF: len(self._backoff),
+            UNSCHEDULABLE: len(self._unschedulable),
+            GATED: len(self._gated),
+        }
+
+    def info(self, key: str) -> QueuedPodInfo | None:
+        e = self._entries.get(key)
+        return None if e is None else e.info
+
+    def pool(self, key: str) -> str | None:
+        """Where the pod is: ``active``, ``backoff``, ``unschedulable``, ``gated``, ``in_flight``."""
+        e = self._entries.get(key)
+        return None if e is None else e.pool
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # --- moves ----------------------------------------------------------------------------------------
+
+    def _backoff_duration(self, attempts: int) -> float:
+        return min(self._max_backoff, self._initial_backoff * 2.0 ** min(max(attempts, 1) - 1, 64))
+
+    def _backoff_expiry(self, e: _Entry) -> float | None:
+        if e.last_failure is None or e.info.attempts <= 0:
+            return None
+        return e.last_failure + self._backoff_duration(e.info.attempts)
+
+    def _requeue(self, e: _Entry, checked: bool = False) -> bool:
+        """To backoff if still backing off, else to active (through PreEnqueue unless ``checked``).
+        True when the pod landed in active or backoff (not gated)."""
+        expiry = self._backoff_expiry(e)
+        if expiry is not None and expiry > self._clock.now():
+            self._seq += 1
+            e.seq = self._seq
+            e.expiry = expiry
+            e.pool = BACKOFF
+            self._backoff.push(e)
+            return True
+        return self._to_active(e, checked)
+
+    def _to_active(self, e: _Entry, checked: bool = False) -> bool:
+        if not checked:
+            st = self._run_pre_enqueue(e.info.pod)
+            if not st.is_success:
+                self._to_gated(e, st)
+                return False
+        e.info.gated = False
+        self._seq += 1
+        e.seq = self._seq
+        e.pool = ACTIVE
+        self._active.push(e)
+        self._wakeup.set()
+        return True
+
+    def _to_gated(self, e: _Entry, st: Status) -> None:
+        e.info.gated = True
+        e.info.unschedulable_plugins = {st.plugin} if st.plugin else set()
+        self._park(e, GATED, self._gated)
+
+    def _to_unschedulable(self, e: _Entry) -> None:
+        self._park(e, UNSCHEDULABLE, self._unschedulable)
+
+    def _park(self, e: _Entry, pool_name: str, pool: dict[str, _Entry]) -> None:
+        key = e.key
+        e.pool = pool_name
+        e.since = self._clock.now()
+        pool[key] = e
+        e.indexed = tuple(e.info.unschedulable_plugins) or (_NO_PLUGIN,)
+        for plugin in e.indexed:
+            self._by_plugin.setdefault(plugin, {})[key] = None
+
+    def _release(self, e: _Entry) -> int:
+        """Move an unschedulable or gated pod on (event or flush). 1 if it reached active/backoff."""
+        if e.pool == GATED:
+            st = self._run_pre_enqueue(e.info.pod)
+            self._detach(e)
+            if not st.is_success:
+                self._to_gated(e, st)
+                return 0
+            e.info.gated = False
+            return int(self._requeue(e, checked=True))
+        self._detach(e)
+        return int(self._requeue(e))
+
+    def _detach(self, e: _Entry) -> None:
+        """Take the entry out of whatever pool holds it."""
+        pool = e.pool
+        if pool == ACTIVE:
+            self._active.remove(e)
+        elif pool == BACKOFF:
+            self._backoff.remove(e)
+        elif pool in (UNSCHEDULABLE, GATED):
+            (self._unschedulable if pool == UNSCHEDULABLE else self._gated).pop(e.key, None)
+            for plugin in e.indexed:
+                bucket = self._by_plugin.get(plugin)
+                if bucket is not None:
+                    bucket.pop(e.key, None)
+                    if not bucket:
+                        del self._by_plugin[plugin]
+            e.indexed = ()
+        elif pool == IN_FLIGHT:
+            self._leave_in_flight(e)
+        e.pool = ""
+
+    def _leave_in_flight(self, e: _Entry, keep_events: bool = False) -> None:
+        self._in_flight.pop(e.key, None)
+        e.pool = ""
+        if not keep_events:
+            self._prune_inflight_events()
+
+    def _flush_backoff(self, now: float) -> None:
+        while (top := self._backoff.peek()) is not None and top.expiry <= now:
+            self._backoff.remove(top)
+            top.pool = ""
+            self._to_active(top)
+
+    # --- events ---------------------------------------------------------------------------------------
+
+    def _registered(self, plugin: str, kind: str, action: str) -> bool:
+        if self._events is None:
+            return True
+        reg = self._events.get(plugin)
+        if reg is None:  # no EnqueueExtensions: interested in everything
+            return True
+        return (
+            (kind, action) in reg
+            or (kind, WILDCARD) in reg
+            or (WILDCARD, action) in reg
+            or (WILDCARD, WILDCARD) in reg
+        )
+
+    def _matches(self, plugins: set[str], kind: str, action: str) -> bool:
+        return not plugins or any(self._registered(p, kind, action) for p in plugins)
+
+    def _record_inflight_event(self, ev: _InFlightEvent) -> None:
+        self._inflight_events.append(ev)
+        if len(self._inflight_events) > _MAX_INFLIGHT_EVENTS:
+            dropped = self._inflight_events.popleft()
+            self._overflow_cycle = max(self._overflow_cycle, dropped.cycle)
+
+    def _event_since(self, pod_cycle: int, plugins: set[str], pod: Pod) -> bool:
+        """Whether an event that would have moved this pod arrived since its cycle started."""
+        if pod_cycle <= self._overflow_cycle:
+            return True
+        for ev in reversed(self._inflight_events):
+            if ev.cycle < pod_cycle:
+                break
+            if self._matches(plugins, ev.kind, ev.action) and (
+                ev.pod_filter is None or _filter_ok(ev.pod_filter, pod)
+            ):
+                return True
+        return False
+
+    def _prune_inflight_events(self) -> None:
+        if not self._in_flight:
+            self._inflight_events.clear()
+            self._overflow_cycle = -1
+            return
+        oldest = next(iter(self._in_flight.values())).pop_cycle
+        events = self._inflight_events
+        while events and events[0].cycle < oldest:
+            events.popleft()
+
+    def _run_pre_enqueue(self, pod: Pod) -> Status:
+        if self._pre_enqueue is None:
+            return Status.ok()
+        try:
+            return self._pre_enqueue(pod)
+        except Exception as err:  # a fault keeps the pod gated, as an Error status does
+            return Status.error(f"PreEnqueue failed: {err}")
+
+
+def _filter_ok(pod_filter: PodFilter, pod: Pod) -> bool:
+    try:
+        return pod_filter(pod)
+    except Exception:  # fail open, like a QueueingHint returning an error
+        return True

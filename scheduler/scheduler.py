@@ -1,0 +1,342 @@
+"""The scheduling loop: queue → cycle (pure, synchronous) → binding cycle (async, API writes).
+
+The same loop drives the live scheduler and ``simulate``; only the :class:`~scheduler.api.ClusterAPI`
+behind it differs. The scheduling cycle (PreFilter → Filter → PostFilter → PreScore → Score → select →
+assume → Reserve → Permit) runs without awaiting, on one immutable snapshot. The binding cycle
+(PreBind → Bind) writes in the order of ARCHITECTURE §4; on failure it undoes its writes, forgets the
+in-memory reservation and the assumed pod, and sends the pod to backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from scheduler.api import ApiError, ClusterAPI, NotFound
+from scheduler.cache import Cache, NodeInfo
+from scheduler.config import SchedulerConfig
+from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
+from scheduler.framework.registry import PluginSpec, default_registry
+from scheduler.framework.runtime import Framework, Metrics, NullMetrics
+from scheduler.model import Pod, ResourceClaim
+from scheduler.queue import Clock, MonotonicClock, SchedulingQueue
+
+log = structlog.get_logger("dra_scheduler")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE = 5
+_ACTIONS = {"ADDED": "Add", "MODIFIED": "Update", "DELETED": "Delete"}
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all: int) -> int:
+    """kube-scheduler's adaptive sampling: all nodes below 100, else a shrinking share (≥ 5%, ≥ 100)."""
+    if num_all < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all
+    pct = percentage
+    if pct <= 0:
+        pct = max(MIN_FEASIBLE_NODES_PERCENTAGE, 50 - num_all // 125)
+    if pct >= 100:
+        return num_all
+    return max(num_all * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(slots=True)
+class Outcome:
+    pod: str
+    node: str = ""
+    status: Status | None = None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        cache: Cache,
+        api: ClusterAPI,
+        config: SchedulerConfig,
+        *,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        registry: Mapping[str, PluginSpec] | None = None,
+        inline_binding: bool = False,
+    ) -> None:
+        self.cache = cache
+        self.api = api
+        self.config = config
+        self.clock = clock or MonotonicClock()
+        self.metrics = metrics or NullMetrics()
+        self.inline_binding = inline_binding
+        reg = registry if registry is not None else default_registry()
+        self.profiles: dict[str, Framework] = {
+            p.scheduler_name: Framework(p, reg, self.metrics) for p in config.profiles
+        }
+        first = next(iter(self.profiles.values()))
+        events: dict[str, set[tuple[str, str]]] = {}
+        for fw in self.profiles.values():
+            for name, evs in fw.events_to_register().items():
+                events.setdefault(name, set()).update(evs)
+        self.queue = SchedulingQueue(
+            first.less,
+            self.clock,
+            initial_backoff=config.pod_initial_backoff_seconds,
+            max_backoff=config.pod_max_backoff_seconds,
+            pre_enqueue=self._pre_enqueue,
+            events=events,
+        )
+        self._next_start = 0
+        self._binding_tasks: set[asyncio.Task[bool]] = set()
+        self._pending_writes: list[tuple[Pod, str, str]] = []
+        self.attempts = Counter[str]()  # result -> count (scheduled / unschedulable / error)
+        cache.handlers.append(self._on_cache_event)
+
+    # --- queue feeding --------------------------------------------------------------------------------
+
+    def _responsible(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.profiles and not pod.node_name and not pod.terminated
+
+    def _pre_enqueue(self, pod: Pod) -> Status:
+        fw = self.profiles.get(pod.scheduler_name)
+        if fw is None:
+            return Status.unresolvable(f"no profile for scheduler {pod.scheduler_name}")
+        return fw.run_pre_enqueue(self.cache.view(), pod)
+
+    def _on_cache_event(self, kind: str, event: str, old: Any, new: Any) -> None:
+        action = _ACTIONS.get(event, "Update")
+        q = self.queue
+        if kind == "Pod":
+            if event == "DELETED":
+                assert isinstance(old, Pod)
+                q.delete(old.key)
+                if old.node_name:
+                    q.on_event("Pod", "Delete")
+                return
+            assert isinstance(new, Pod)
+            if self._responsible(new) and not new.meta.deleting:
+                if new.key in q:
+                    q.update(new)
+                else:
+                    q.add(new)
+            elif new.key in q:
+                q.delete(new.key)
+            return
+        if kind == "ResourceClaim":
+            if event == "ADDED":
+                claim = new
+                assert isinstance(claim, ResourceClaim)
+                q.on_event(kind, action, lambda p: _refers_to(p, claim))
+            elif event == "DELETED" or (
+                isinstance(old, ResourceClaim) and old.allocation is not None and new.allocation is None
+            ):
+                q.on_event(kind, "Update" if event != "DELETED" else "Delete")
+            return
+        if kind in ("ResourceClaimTemplate", "Namespace"):
+            q.on_event(kind, action)
+            return
+        q.on_event(kind, action)
+
+    # --- the scheduling cycle -----------------------------------------------------------------------
+
+    def schedule_one(self, info: QueuedPodInfo) -> Outcome | tuple[Outcome, CycleState, Framework]:
+        """Run one scheduling cycle. Returns the outcome, plus what the binding cycle needs on success."""
+        pod = self.cache.pod(info.pod.key)
+        start = time.perf_counter()
+        if pod is None or pod.uid != info.pod.uid or not self._responsible(pod) or pod.meta.deleting:
+            self.queue.done(info.pod.key)
+            return Outcome(info.pod.key)
+        fw = self.profiles[pod.scheduler_name]
+        cycle = self.queue.scheduling_cycle
+        snapshot = self.cache.snapshot()
+        state = CycleState(snapshot)
+        node, status, rejectors = self._find_node(fw, state, pod)
+        if node is not None:
+            self.cache.assume_pod(pod, node)
+            st = fw.run_reserve(state, pod, node)
+            if st.is_success:
+                st, _ = fw.run_permit(state, pod, node)
+                if st.code == Code.WAIT:
+                    st = Status.error("waiting in Permit is not supported by this scheduler yet")
+                if not st.is_success:
+                    fw.run_unreserve(state, pod, node)
+            if not st.is_success:
+                self.cache.forget_pod(pod)
+                status, rejectors, node = st, {st.plugin} if st.plugin else set(), None
+        self._observe_attempt(status, start)
+        if node is None:
+            assert status is not None
+            self._failed(info, pod, status, rejectors, cycle)
+            return Outcome(pod.key, "", status)
+        return Outcome(pod.key, node, None), state, fw
+
+    def _find_node(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[str | None, Status | None, set[str]]:
+        snap = state.snapshot
+        if not snap.nodes:
+            return None, Status.unschedulable("0/0 nodes are available: no nodes registered."), set()
+        pre, st = fw.run_pre_filter(state, pod)
+        if not st.is_success:
+            return None, st, {st.plugin} if st.plugin else set()
+        nodes: Sequence[NodeInfo] = snap.nodes
+        if pre is not None and pre.node_names is not None:
+            nodes = [n for n in nodes if n.name in pre.node_names]
+        feasible, statuses = self._filter(fw, state, pod, nodes)
+        if isinstance(statuses, Status):  # an Error status aborted the cycle
+            return None, statuses, {statuses.plugin}
+        if not feasible:
+            fw.run_post_filter(state, pod, statuses)
+            msg = fit_error(len(snap.nodes), statuses)
+            code = (
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                if statuses and all(s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in statuses.values())
+                else Code.UNSCHEDULABLE
+            )
+            return None, Status(code, (msg,)), {s.plugin for s in statuses.values() if s.plugin}
+        if len(feasible) == 1:
+            return feasible[0].name, None, set()
+        st = fw.run_pre_score(state, pod, feasible)
+        if not st.is_success:
+            return None, st, {st.plugin}
+        scores = fw.run_score(state, pod, feasible)
+        best = max(range(len(scores)), key=lambda i: scores[i].score)  # first best in node order
+        return scores[best].name, None, set()
+
+    def _filter(
+        self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[NodeInfo], dict[str, Status] | Status]:
+        start = time.perf_counter()
+        n = len(nodes)
+        if n == 0:
+            return [], {}
+        percentage = fw.profile.percentage_of_nodes_to_score
+        if percentage is None:
+            percentage = self.config.percentage_of_nodes_to_score
+        want = num_feasible_nodes_to_find(percentage, n)
+        feasible: list[NodeInfo] = []
+        statuses: dict[str, Status] = {}
+        offset = self._next_start % n
+        checked = 0
+        for i in range(n):
+            node = nodes[(offset + i) % n]
+            checked += 1
+            st = fw.run_filter(state, pod, node)
+            if st.is_success:
+                feasible.append(node)
+                if len(feasible) >= want:
+                    break
+            elif st.code == Code.ERROR:
+                fw.metrics.observe_extension_point("Filter", Code.ERROR, time.perf_counter() - start)
+                return [], st
+            else:
+                statuses[node.name] = st
+        self._next_start = (offset + checked) % n
+        fw.metrics.observe_extension_point("Filter", Code.SUCCESS, time.perf_counter() - start)
+        return feasible, statuses
+
+    def _observe_attempt(self, status: Status | None, start: float) -> None:
+        result = "scheduled" if status is None else ("error" if status.code == Code.ERROR else "unschedulable")
+        self.attempts[result] += 1
+
+    # --- failures -----------------------------------------------------------------------------------
+
+    def _failed(self, info: QueuedPodInfo, pod: Pod, status: Status, rejectors: set[str], cycle: int) -> None:
+        reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
+        message = status.message or "pod could not be scheduled"
+        log.info("pod not scheduled", pod=pod.key, reason=reason, message=message, attempts=info.attempts)
+        if status.code == Code.ERROR:
+            self.queue.add_backoff(info)
+        else:
+            self.queue.add_unschedulable(info, rejectors, cycle)
+        self.queue.done(pod.key)
+        self._pending_writes.append((pod, reason, message))
+
+    async def _write_failure(self, pod: Pod, reason: str, message: str) -> None:
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+        conds = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
+        old = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") == "PodScheduled"]
+        if not (old and all(old[0].get(k) == v for k, v in cond.items())):
+            try:
+                await self.api.patch(
+                    "Pod",
+                    pod.namespace,
+                    pod.name,
+                    {"metadata": {"uid": pod.uid}, "status": {"conditions": [*conds, cond]}},
+                    subresource="status",
+                )
+            except ApiError as e:
+                log.warning("could not update pod condition", pod=pod.key, error=str(e))
+        await self.api.event(dict(pod.raw), "Warning", "FailedScheduling", message, "Scheduling")
+
+    # --- the binding cycle -------------------------------------------------------------------------------
+
+    async def bind(self, info: QueuedPodInfo, pod: Pod, node: str, state: CycleState, fw: Framework) -> bool:
+        st = await fw.run_pre_bind(state, pod, node, self.api)
+        if st.is_success:
+            st = await fw.run_bind(state, pod, node, self.api)
+        if st.is_success:
+            self.queue.done(pod.key)
+            await self.api.event(
+                dict(pod.raw), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", "Binding"
+            )
+            log.info("pod bound", pod=pod.key, node=node)
+            return True
+        log.warning("binding failed", pod=pod.key, node=node, error=st.message, plugin=st.plugin)
+        await fw.run_rollback(state, pod, node, self.api)
+        fw.run_unreserve(state, pod, node)
+        self.cache.forget_pod(pod)
+        self.attempts["error"] += 1
+        self.attempts["scheduled"] -= 1
+        self.queue.add_backoff(info)
+        self.queue.done(pod.key)
+        try:
+            current = await self.api.get("Pod", pod.namespace, pod.name)
+        except NotFound:
+            return False
+        if (current.get("spec") or {}).get("nodeName"):
+            return False
+        await self._write_failure(pod, "SchedulerError", f"binding to {node} failed: {st.message}")
+        return False
+
+    async def run_once(self, info: QueuedPodInfo) -> Outcome:
+        """One pod: scheduling cycle, then its binding cycle (awaited inline or as a task)."""
+        self._pending_writes = []
+        res = self.schedule_one(info)
+        for pod, reason, message in self._pending_writes:
+            await self._write_failure(pod, reason, message)
+        self._pending_writes = []
+        if isinstance(res, Outcome):
+            return res
+        outcome, state, fw = res
+        pod = self.cache.pod(info.pod.key) or info.pod
+        if self.inline_binding:
+            ok = await self.bind(info, pod, outcome.node, state, fw)
+            if not ok:
+                outcome.node = ""
+            return outcome
+        task = asyncio.create_task(self.bind(info, pod, outcome.node, state, fw))
+        self._binding_tasks.add(task)
+        task.add_done_callback(self._binding_tasks.discard)
+        return outcome
+
+    async def wait_bindings(self) -> None:
+        while self._binding_tasks:
+            await asyncio.gather(*list(self._binding_tasks), return_exceptions=True)
+
+
+def _refers_to(pod: Pod, claim: ResourceClaim) -> bool:
+    if pod.namespace != claim.namespace:
+        return False
+    names = {c.claim_name for c in pod.claims} | set(pod.claim_statuses.values())
+    return claim.name in names
+
+
+def fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:
+    """kube-scheduler's FitError message: '0/N nodes are available: <count> <reason>, ...'."""
+    counts: Counter[str] = Counter()
+    for st in statuses.values():
+        for r in st.reasons or ("unknown reason",):
+            counts[r] += 1
+    parts = sorted(f"{n} {r}" for r, n in counts.items())
+    return f"0/{num_nodes} nodes are available: {', '.join(parts)}."

@@ -1,0 +1,214 @@
+"""``dra-scheduler simulate``: schedule, offline, the objects found in YAML files or directories.
+
+The input is what a user would ``kubectl apply`` (or ``kubectl get -o yaml`` output, ``kind: List``
+included). The objects are loaded into an in-memory API server; the claim controller creates template
+claims; then the same queue, scheduling cycle and binder as the live scheduler run until nothing changes
+(every pod bound, or left unschedulable after its retries). A fake clock makes backoff instant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from scheduler.cache import Cache
+from scheduler.claimcontroller import create_pod_claims
+from scheduler.config import SchedulerConfig, default_config, load_config_text
+from scheduler.memapi import InMemoryAPI
+from scheduler.queue import FakeClock
+from scheduler.scheduler import Scheduler
+
+KINDS = {
+    ("v1", "Node"),
+    ("v1", "Pod"),
+    ("v1", "Namespace"),
+    ("v1", "ConfigMap"),
+    ("resource.k8s.io/v1", "ResourceSlice"),
+    ("resource.k8s.io/v1", "DeviceClass"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
+    ("scheduling.k8s.io/v1beta1", "PodGroup"),
+}
+# Load order: what pods depend on comes first (as an informer-synced scheduler would see it).
+ORDER = ["Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "PodGroup", "Pod"]
+CONFIG_KEY = "scheduler-config.yaml"
+
+
+class InputError(ValueError):
+    pass
+
+
+def _files(paths: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _, names in sorted(os.walk(p)):
+                out.extend(os.path.join(root, n) for n in sorted(names) if n.endswith((".yaml", ".yml", ".json")))
+        elif os.path.exists(p):
+            out.append(p)
+        else:
+            raise InputError(f"{p}: no such file or directory")
+    return out
+
+
+def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = []
+    for f in _files(paths):
+        with open(f, encoding="utf-8") as fh:
+            try:
+                docs = list(yaml.safe_load_all(fh))
+            except yaml.YAMLError as e:
+                raise InputError(f"{f}: invalid YAML: {e}") from None
+        for i, doc in enumerate(docs):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise InputError(f"{f}: document {i}: expected an object")
+            items = doc.get("items") if str(doc.get("kind", "")).endswith("List") else [doc]
+            for j, obj in enumerate(items or []):
+                where = f"{f}: document {i}" + (f" item {j}" if doc is not obj else "")
+                if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
+                    raise InputError(f"{where}: apiVersion and kind are required")
+                if (obj["apiVersion"], obj["kind"]) not in KINDS:
+                    raise InputError(f"{where}: unsupported object {obj['apiVersion']}/{obj['kind']}")
+                if not (obj.get("metadata") or {}).get("name"):
+                    raise InputError(f"{where}: metadata.name is required")
+                objs.append(obj)
+    return objs
+
+
+@dataclass
+class SimulationResult:
+    items: list[dict[str, Any]]
+    summary: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    scheduler: Scheduler | None = None
+
+
+def _config_from(objs: Iterable[Mapping[str, Any]]) -> SchedulerConfig | None:
+    for o in objs:
+        if o.get("kind") == "ConfigMap" and CONFIG_KEY in (o.get("data") or {}):
+            return load_config_text(o["data"][CONFIG_KEY])
+    return None
+
+
+async def simulate(
+    objs: Sequence[dict[str, Any]],
+    config: SchedulerConfig | None = None,
+    max_attempts: int = 6,
+) -> SimulationResult:
+    start = time.perf_counter()
+    config = config or _config_from(objs) or default_config()
+    api = InMemoryAPI()
+    cache = Cache()
+    api.watchers.append(cache.apply)
+    clock = FakeClock(1_000.0)
+    sched = Scheduler(cache, api, config, clock=clock, inline_binding=True)
+    names = set(sched.profiles)
+    namespaces = {"default"} | {
+        (o.get("metadata") or {}).get("namespace", "default")
+        for o in objs
+        if o["kind"] not in ("Node", "ResourceSlice", "DeviceClass", "Namespace")
+    }
+    declared = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
+    for ns in sorted(namespaces - declared):
+        api.load("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for kind in ORDER:
+        for o in objs:
+            if o["kind"] == kind:
+                api.load(kind, o)
+    for pod in api.list("Pod"):
+        if (pod.get("spec") or {}).get("schedulerName") in names:
+            await create_pod_claims(api, pod)
+    pods = [p for p in api.list("Pod") if (p.get("spec") or {}).get("schedulerName") in names]
+    pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    attempts: dict[str, int] = {}
+    q = sched.queue
+    while True:
+        info = q.pop()
+        if info is None:
+            q.flush()
+            if q.lengths()["active"]:
+                continue
+            wake = q.next_wakeup()
+            if wake is None:
+                break
+            clock.set(max(wake, clock.now()))
+            q.flush()
+            continue
+        key = info.pod.key
+        attempts[key] = attempts.get(key, 0) + 1
+        if attempts[key] > max_attempts:
+            q.delete(key)
+            continue
+        await sched.run_once(info)
+    final = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in api.list("Pod")}
+    scheduled = sum(
+        1 for p in pending if (final[(p["metadata"].get("namespace"), p["metadata"]["name"])].get("spec") or {}).get("nodeName")
+    )
+    items = api.list("Pod") + api.list("ResourceClaim") + api.list("PodGroup")
+    return SimulationResult(
+        items=items,
+        summary={
+            "pods": len(pending),
+            "scheduled": scheduled,
+            "unschedulable": len(pending) - scheduled,
+            "seconds": round(time.perf_counter() - start, 3),
+        },
+        events=api.events,
+        scheduler=sched,
+    )
+
+
+def run_simulation(paths: Sequence[str], config: SchedulerConfig | None = None) -> SimulationResult:
+    return asyncio.run(simulate(load_objects(paths), config))
+
+
+def to_json(result: SimulationResult) -> str:
+    return json.dumps({"items": result.items, "summary": result.summary}, indent=2, sort_keys=False)
+
+
+def to_table(result: SimulationResult) -> str:
+    """A placement table for people: one row per pod, with node, devices and the reason if pending."""
+    claims = {
+        (c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in result.items if c.get("kind") == "ResourceClaim"
+    }
+    rows: list[tuple[str, str, str, str]] = []
+    for p in result.items:
+        if p.get("kind") != "Pod":
+            continue
+        meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
+        ns = meta.get("namespace", "default")
+        gen = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        devices: list[str] = []
+        for pc in spec.get("resourceClaims") or []:
+            cname = pc.get("resourceClaimName") or gen.get(pc.get("name"))
+            claim = claims.get((ns, cname))
+            alloc = ((claim or {}).get("status") or {}).get("allocation")
+            if alloc:
+                for r in alloc["devices"]["results"]:
+                    devices.append(f"{r['request']}={r['pool']}/{r['device']}")
+        node = spec.get("nodeName", "")
+        why = ""
+        if not node:
+            for c in status.get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                    why = f"{c.get('reason')}: {c.get('message')}"
+        rows.append((f"{ns}/{meta['name']}", node or "<pending>", " ".join(devices) or "-", why))
+    head = ("POD", "NODE", "DEVICES", "REASON")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+    lines = []
+    for r in [head, *rows]:
+        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + ("  " + r[3] if r[3] else ("  REASON" if r is head else "")))
+    s = result.summary
+    lines.append("")
+    lines.append(f"{s['scheduled']}/{s['pods']} pods scheduled, {s['unschedulable']} unschedulable, {s['seconds']}s")
+    return "\n".join(line.rstrip() for line in lines)

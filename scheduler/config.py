@@ -48,7 +48,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("NodeResourcesFit"),
         PluginRef("DynamicResources"),
     ),
-    "postFilter": (PluginRef("DynamicResources"),),
+    "postFilter": (),
     "preScore": (PluginRef("TaintToleration"), PluginRef("NodeAffinity"), PluginRef("NodeResourcesFit")),
     "score": (
         PluginRef("TaintToleration", 3),
@@ -276,14 +276,8 @@ def _resolve_plugins(
                     merged.append(_Entry(m.name, m.weight if point == "score" else 0))
                 elif point == "score" and m.name not in explicit and m.weight:
                     present.weight = m.weight
-        seen: set[str] = set()
-        refs: list[PluginRef] = []
-        for e in merged:
-            if e.name in seen:
-                continue
-            seen.add(e.name)
-            refs.append(PluginRef(e.name, e.weight if point == "score" else 0))
-        result[point] = tuple(refs)
+        # Names are unique here: duplicates in one list are rejected while parsing it.
+        result[point] = tuple(PluginRef(e.name, e.weight if point == "score" else 0) for e in merged)
     return result
 
 

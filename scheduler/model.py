@@ -18,6 +18,7 @@ from typing import Any
 
 from plugins.dra.quantity import Quantity, QuantityError, parse_quantity
 from plugins.dra.semver import SemverError, Version
+from plugins.dra.semver import parse as parse_semver
 
 Raw = Mapping[str, Any]
 
@@ -611,7 +612,7 @@ def _attribute(raw: Any) -> AttributeValue | None:
     if "string" in raw and isinstance(raw["string"], str):
         return str(raw["string"])
     if "version" in raw and isinstance(raw["version"], str):
-        return Version.parse(raw["version"])
+        return parse_semver(raw["version"])
     if isinstance(raw.get("ints"), list) and raw["ints"]:
         return tuple(int(x) for x in raw["ints"])
     if isinstance(raw.get("bools"), list) and raw["bools"]:
@@ -619,7 +620,7 @@ def _attribute(raw: Any) -> AttributeValue | None:
     if isinstance(raw.get("strings"), list) and raw["strings"]:
         return tuple(str(x) for x in raw["strings"])
     if isinstance(raw.get("versions"), list) and raw["versions"]:
-        return tuple(Version.parse(str(x)) for x in raw["versions"])
+        return tuple(parse_semver(str(x)) for x in raw["versions"])
     return None
 
 

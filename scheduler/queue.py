@@ -368,7 +368,9 @@ class SchedulingQueue:
             del self._entries[key]
 
     def add_unschedulable(self, info: QueuedPodInfo, plugins: set[str], pod_cycle: int) -> None:
-        e = self._in_flight.get(info.pod.key)
+        """After a failed attempt (``info`` as returned by ``pop``): to backoff if an event that may
+        have made the pod schedulable arrived since ``pod_cycle`` started, else to unschedulable."""
+        e = self._in_flight_entry(info)
         if e is None:
             return
         self._leave_in_flight(e, keep_events=True)
@@ -382,7 +384,8 @@ class SchedulingQueue:
             self._to_unschedulable(e)
 
     def add_backoff(self, info: QueuedPodInfo) -> None:
-        e = self._in_flight.get(info.pod.key)
+        """After an error (``info`` as returned by ``pop``): to backoff."""
+        e = self._in_flight_entry(info)
         if e is None:
             return
         self._leave_in_flight(e)
@@ -443,6 +446,11 @@ class SchedulingQueue:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def _in_flight_entry(self, info: QueuedPodInfo) -> _Entry | None:
+        """The entry of this very attempt, or None if the pod was deleted (or re-added) meanwhile."""
+        e = self._in_flight.get(info.pod.key)
+        return e if e is not None and e.info is info else None
 
     # --- moves ----------------------------------------------------------------------------------------
 

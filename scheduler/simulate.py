@@ -91,6 +91,7 @@ class SimulationResult:
     summary: dict[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
     scheduler: Scheduler | None = None
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 def _config_from(objs: Iterable[Mapping[str, Any]]) -> SchedulerConfig | None:
@@ -131,6 +132,7 @@ async def simulate(
     pods = [p for p in api.list("Pod") if (p.get("spec") or {}).get("schedulerName") in names]
     pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
     attempts: dict[str, int] = {}
+    loaded = time.perf_counter()
     q = sched.queue
     while True:
         info = q.pop()
@@ -154,7 +156,7 @@ async def simulate(
     scheduled = sum(
         1 for p in pending if (final[(p["metadata"].get("namespace"), p["metadata"]["name"])].get("spec") or {}).get("nodeName")
     )
-    items = api.list("Pod") + api.list("ResourceClaim") + api.list("PodGroup")
+    items = [*api.list("Pod"), *api.list("ResourceClaim"), *api.list("PodGroup")]
     return SimulationResult(
         items=items,
         summary={
@@ -165,6 +167,7 @@ async def simulate(
         },
         events=api.events,
         scheduler=sched,
+        timing={"load": loaded - start, "scheduling": time.perf_counter() - loaded},
     )
 
 

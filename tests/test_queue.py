@@ -658,3 +658,18 @@ def test_every_known_pod_is_in_exactly_one_place(ops: list[tuple[Any, ...]]) -> 
         q.done(info.pod.key)
     assert seen == {f"ns/{n}" for n in NAMES}
     assert len(q) == 0
+
+
+def test_stale_info_from_an_earlier_incarnation_is_ignored() -> None:
+    q, _ = new_queue()
+    q.add(make_pod("a"))
+    old = q.pop()
+    assert old is not None
+    q.delete("ns/a")
+    q.add(make_pod("a"))
+    new = q.pop()
+    assert new is not None and new is not old
+    q.add_unschedulable(old, {FIT}, 1)
+    assert q.pool("ns/a") == "in_flight"
+    q.add_unschedulable(new, {FIT}, q.scheduling_cycle)
+    assert q.pool("ns/a") == "unschedulable"

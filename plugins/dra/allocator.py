@@ -855,21 +855,21 @@ class _Search:
                     e["requests"].append(req.name)
                 continue
             entries = []
-            for cfg in cls.config:
-                e: dict[str, Any] = {"source": "FromClass", "requests": [req.name]}
-                e.update({k: v for k, v in cfg.items() if k not in ("source", "requests")})
-                entries.append(e)
-                out.append(e)
+            for class_cfg in cls.config:
+                entry: dict[str, Any] = {"source": "FromClass", "requests": [req.name]}
+                entry.update({k: v for k, v in class_cfg.items() if k not in ("source", "requests")})
+                entries.append(entry)
+                out.append(entry)
             class_entries[cls.name] = entries
         selected = set(chosen.values())
         for cfg in claim.spec.config:
             if cfg.requests and not any(r in chosen or r in selected for r in cfg.requests):
                 continue
-            e = {"source": "FromClaim"}
-            e.update({k: v for k, v in cfg.raw.items() if k != "source"})
+            claim_entry: dict[str, Any] = {"source": "FromClaim"}
+            claim_entry.update({k: v for k, v in cfg.raw.items() if k not in ("source", "requests")})
             if cfg.requests:
-                e["requests"] = list(cfg.requests)
-            out.append(e)
+                claim_entry["requests"] = list(cfg.requests)
+            out.append(claim_entry)
         for e in out:
             reqs = e.get("requests")
             if reqs and all(n in reqs or chosen.get(n, n) in reqs for n in all_requests):

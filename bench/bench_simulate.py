@@ -23,8 +23,9 @@ from typing import Any
 
 sys.path.insert(0, ".")
 
-from scheduler.fleet import scale_fleet  # noqa: E402
-from scheduler.simulate import simulate  # noqa: E402
+from scheduler.fleet import scale_fleet
+from scheduler.logging import configure_logging
+from scheduler.simulate import simulate
 
 
 def workload(small: int, large: int, seed: int = 7) -> list[dict[str, Any]]:
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=500)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    configure_logging(verbose=False)
 
     t0 = time.perf_counter()
     objs = scale_fleet(args.nodes) + workload(args.small, args.large)
@@ -94,15 +96,22 @@ def main() -> None:
     timing = getattr(result, "timing", {})
     sched_s = timing.get("scheduling", s["seconds"])
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"fleet: {args.nodes} nodes x 8 GPUs; pods: {args.small} x 1 GPU + {args.large} x 4 GPU (generated in {gen:.2f}s)")
+    print(
+        f"fleet: {args.nodes} nodes x 8 GPUs; pods: {args.small} x 1 GPU + {args.large} x 4 GPU"
+        f" (generated in {gen:.2f}s)"
+    )
     print(f"scheduled {s['scheduled']}/{s['pods']} pods, unschedulable {s['unschedulable']}")
     print(f"load phase (API objects, cache, claim controller): {timing.get('load', 0.0):.2f}s")
     print(f"scheduling phase: {sched_s:.2f}s -> {s['scheduled'] / sched_s:.0f} pods/s")
     print(f"total simulate: {s['seconds']:.2f}s -> {s['scheduled'] / s['seconds']:.0f} pods/s end to end")
     print(f"peak RSS: {rss_mib:.0f} MiB")
     dra = sched.profiles["dra-scheduler"].instances["DynamicResources"]
-    print(f"DRA filter: {dra.stats['filter_allocations']} allocator runs, {dra.stats['filter_cache_hits']} cache hits; "
-          f"CEL evaluations: {dra.selectors.stats}")
+    fw = sched.profiles["dra-scheduler"]
+    print(f"per-node reuse for equal pod signatures: {fw.memo_stats}")
+    print(
+        f"DRA filter: {dra.stats['filter_allocations']} allocator runs, {dra.stats['filter_cache_hits']} cache hits; "
+        f"CEL evaluations: {dra.selectors.stats}"
+    )
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)

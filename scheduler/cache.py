@@ -46,17 +46,20 @@ DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class NodeInfo:
+    """Immutable; replaced whenever the node or the pods on it change (identity = version)."""
+
     node: Node
     requested: Mapping[str, int]
     non_zero_requested: Mapping[str, int]
     pod_count: int
     pods: tuple[str, ...] = ()  # pod keys on the node
+    name: str = ""
 
-    @property
-    def name(self) -> str:
-        return self.node.name
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.node.name)
 
 
 def _node_info(node: Node, pods: Mapping[str, Pod]) -> NodeInfo:

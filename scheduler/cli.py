@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = load_config_file(args.config) if args.config else None
             result = run_simulation(args.paths, config)
         except ConfigError as e:
-            print(f"invalid configuration:\n" + "\n".join(e.errors), file=sys.stderr)
+            print("invalid configuration:\n" + "\n".join(e.errors), file=sys.stderr)
             return 1
         except InputError as e:
             print(f"invalid input: {e}", file=sys.stderr)

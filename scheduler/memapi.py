@@ -5,6 +5,9 @@ so the same input gives the same output) and a global resourceVersion counter, e
 concurrency like the API server (stale resourceVersion => 409 Conflict; Binding with a wrong pod UID =>
 409; binding an already bound pod => 409), and delivers a watch event to every subscriber synchronously
 after each successful write.
+
+Stored objects are never mutated in place (every write stores a new dict), so watchers receive the stored
+object itself and must treat it as read-only; callers of the API methods get their own copies.
 """
 
 from __future__ import annotations
@@ -57,18 +60,19 @@ class InMemoryAPI:
 
     def _store(self, kind: str, obj: Obj, event: str) -> Obj:
         self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        m = obj["metadata"]
+        m = obj["metadata"] = {**obj["metadata"], "resourceVersion": str(self.rv)}
         self.objects[_key(kind, m.get("namespace", ""), m["name"])] = obj
         self.writes.append((event, kind, f"{m.get('namespace', '')}/{m['name']}"))
-        out = copy.deepcopy(obj)
         for w in list(self.watchers):
-            w(kind, event, copy.deepcopy(obj))
-        return out
+            w(kind, event, obj)
+        return obj
 
-    def load(self, kind: str, obj: Obj) -> Obj:
-        """Create without failure injection (initial objects)."""
-        obj = copy.deepcopy(obj)
+    def load(self, kind: str, obj: Obj, owned: bool = False) -> Obj:
+        """Create without failure injection (initial objects). ``owned``: the caller hands ``obj`` over
+        and will not touch it again, so it is stored without a copy."""
+        return copy.deepcopy(self._load(kind, obj if owned else copy.deepcopy(obj)))
+
+    def _load(self, kind: str, obj: Obj) -> Obj:
         m = obj.setdefault("metadata", {})
         if kind not in CLUSTER_SCOPED:
             m.setdefault("namespace", "default")
@@ -85,7 +89,11 @@ class InMemoryAPI:
         return self._store(kind, obj, "ADDED")
 
     def list(self, kind: str) -> Iterable[Obj]:
-        return [copy.deepcopy(o) for (k, _, _), o in sorted(self.objects.items()) if k == kind]
+        return [copy.deepcopy(o) for o in self.stored(kind)]
+
+    def stored(self, kind: str) -> list[Obj]:
+        """The stored objects themselves, sorted by namespace/name: read-only."""
+        return [o for (k, _, _), o in sorted(self.objects.items()) if k == kind]
 
     # --- ClusterAPI -------------------------------------------------------------------------------
 
@@ -109,7 +117,7 @@ class InMemoryAPI:
                     m["name"] = cand
                     break
                 n += 1
-        return self.load(kind, obj)
+        return copy.deepcopy(self._load(kind, obj))
 
     async def update(self, kind: str, obj: Obj, subresource: str = "") -> Obj:
         self._maybe_fail(f"update{'/' + subresource if subresource else ''}", kind)
@@ -124,18 +132,18 @@ class InMemoryAPI:
             )
         if m.get("uid") and m.get("uid") != cur["metadata"].get("uid"):
             raise Conflict(f'{kind.lower()} "{m.get("name")}": UID precondition failed')
-        new = copy.deepcopy(cur)
+        # Stored objects are never mutated, so the new version may share untouched parts with the old one.
         if subresource == "status":
-            new["status"] = copy.deepcopy(obj.get("status") or {})
+            new = {**cur, "metadata": dict(cur["metadata"]), "status": copy.deepcopy(obj.get("status") or {})}
         else:
             new = copy.deepcopy(obj)
-            new["status"] = copy.deepcopy(cur.get("status") or {})
+            new["status"] = cur.get("status") or {}
             new["metadata"]["uid"] = cur["metadata"]["uid"]
             if new.get("spec") != cur.get("spec"):
                 new["metadata"]["generation"] = cur["metadata"].get("generation", 1) + 1
         if kind == "ResourceClaim" and subresource == "status":
             self._validate_claim_status(new, cur)
-        return self._store(kind, new, "MODIFIED")
+        return copy.deepcopy(self._store(kind, new, "MODIFIED"))
 
     def _validate_claim_status(self, new: Obj, cur: Obj) -> None:
         old_alloc = (cur.get("status") or {}).get("allocation")
@@ -161,11 +169,11 @@ class InMemoryAPI:
         if pm.get("resourceVersion") and pm["resourceVersion"] != cur["metadata"]["resourceVersion"]:
             raise Conflict(f'{kind.lower()} "{name}": the object has been modified')
         if subresource == "status":
-            new = copy.deepcopy(cur)
+            new = {**cur, "metadata": dict(cur["metadata"])}
             new["status"] = merge_patch(cur.get("status") or {}, patch.get("status") or {})
         else:
             new = merge_patch(cur, {k: v for k, v in patch.items() if k != "status"})
-        return self._store(kind, new, "MODIFIED")
+        return copy.deepcopy(self._store(kind, new, "MODIFIED"))
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         key = _key(kind, namespace, name)
@@ -175,7 +183,7 @@ class InMemoryAPI:
         self.rv += 1
         self.writes.append(("DELETED", kind, f"{namespace}/{name}"))
         for w in list(self.watchers):
-            w(kind, "DELETED", copy.deepcopy(obj))
+            w(kind, "DELETED", obj)
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         self._maybe_fail("bind", "Pod")
@@ -185,13 +193,18 @@ class InMemoryAPI:
         if cur["metadata"].get("uid") != uid:
             raise Conflict(f'Operation cannot be fulfilled on pods/binding "{name}": UID precondition failed')
         if (cur.get("spec") or {}).get("nodeName"):
-            raise Conflict(f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned '
-                           f"to node {cur['spec']['nodeName']!r}")
-        new = copy.deepcopy(cur)
-        new.setdefault("spec", {})["nodeName"] = node
-        conds = [c for c in (new.setdefault("status", {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
+            raise Conflict(
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned '
+                f"to node {cur['spec']['nodeName']!r}"
+            )
+        conds = [c for c in ((cur.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
         conds.append({"type": "PodScheduled", "status": "True"})
-        new["status"]["conditions"] = conds
+        new = {
+            **cur,
+            "metadata": dict(cur["metadata"]),
+            "spec": {**(cur.get("spec") or {}), "nodeName": node},
+            "status": {**(cur.get("status") or {}), "conditions": conds},
+        }
         self._store("Pod", new, "MODIFIED")
 
     async def event(self, obj: Obj, event_type: str, reason: str, message: str, action: str) -> None:

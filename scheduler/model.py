@@ -300,9 +300,7 @@ class Toleration:
 
 
 def _taints(raw: Sequence[Any]) -> tuple[Taint, ...]:
-    return tuple(
-        Taint(_str(t, "key"), _str(t, "value"), _str(t, "effect")) for t in raw if isinstance(t, Mapping)
-    )
+    return tuple(Taint(_str(t, "key"), _str(t, "value"), _str(t, "effect")) for t in raw if isinstance(t, Mapping))
 
 
 def _tolerations(raw: Sequence[Any]) -> tuple[Toleration, ...]:
@@ -444,9 +442,7 @@ def pod_requests(spec: Raw) -> dict[str, int]:
     init_peak: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     for i, c in enumerate(_list(spec, "initContainers")):
-        req = resource_list(
-            _map(_map(c, "resources"), "requests"), f"spec.initContainers[{i}].resources.requests"
-        )
+        req = resource_list(_map(_map(c, "resources"), "requests"), f"spec.initContainers[{i}].resources.requests")
         if _str(c, "restartPolicy") == "Always":
             _add(sidecars, req)
             _add(total, req)
@@ -489,9 +485,7 @@ def pod_from(raw: Raw) -> Pod:
                 PodClaimRef(
                     _str(c, "name"),
                     c.get("resourceClaimName") if isinstance(c.get("resourceClaimName"), str) else None,
-                    c.get("resourceClaimTemplateName")
-                    if isinstance(c.get("resourceClaimTemplateName"), str)
-                    else None,
+                    c.get("resourceClaimTemplateName") if isinstance(c.get("resourceClaimTemplateName"), str) else None,
                 )
             )
     statuses: dict[str, str | None] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +128,9 @@ class Scheduler:
             if event == "ADDED":
                 claim = new
                 assert isinstance(claim, ResourceClaim)
+                owner = claim.meta.controller()
+                if owner is not None and owner.kind == "Pod":
+                    return  # a generated claim: its pod's status update (resourceClaimStatuses) requeues it
                 q.on_event(kind, action, lambda p: _refers_to(p, claim))
             elif event == "DELETED" or (
                 isinstance(old, ResourceClaim) and old.allocation is not None and new.allocation is None
@@ -182,7 +185,8 @@ class Scheduler:
         nodes: Sequence[NodeInfo] = snap.nodes
         if pre is not None and pre.node_names is not None:
             nodes = [n for n in nodes if n.name in pre.node_names]
-        feasible, statuses = self._filter(fw, state, pod, nodes)
+        sig = fw.signature(state, pod)
+        feasible, statuses = self._filter(fw, state, pod, nodes, sig)
         if isinstance(statuses, Status):  # an Error status aborted the cycle
             return None, statuses, {statuses.plugin}
         if not feasible:
@@ -199,12 +203,12 @@ class Scheduler:
         st = fw.run_pre_score(state, pod, feasible)
         if not st.is_success:
             return None, st, {st.plugin}
-        scores = fw.run_score(state, pod, feasible)
+        scores = fw.run_score(state, pod, feasible, sig)
         best = max(range(len(scores)), key=lambda i: scores[i].score)  # first best in node order
         return scores[best].name, None, set()
 
     def _filter(
-        self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+        self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], sig: Hashable | None
     ) -> tuple[list[NodeInfo], dict[str, Status] | Status]:
         start = time.perf_counter()
         n = len(nodes)
@@ -221,7 +225,7 @@ class Scheduler:
         for i in range(n):
             node = nodes[(offset + i) % n]
             checked += 1
-            st = fw.run_filter(state, pod, node)
+            st = fw.run_filter_memo(state, pod, node, sig)
             if st.is_success:
                 feasible.append(node)
                 if len(feasible) >= want:

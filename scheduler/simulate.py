@@ -9,6 +9,7 @@ claims; then the same queue, scheduling cycle and binder as the live scheduler r
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import time
@@ -38,7 +39,16 @@ KINDS = {
     ("scheduling.k8s.io/v1beta1", "PodGroup"),
 }
 # Load order: what pods depend on comes first (as an informer-synced scheduler would see it).
-ORDER = ["Namespace", "Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "PodGroup", "Pod"]
+ORDER = [
+    "Namespace",
+    "Node",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "PodGroup",
+    "Pod",
+]
 CONFIG_KEY = "scheduler-config.yaml"
 
 
@@ -125,7 +135,7 @@ async def simulate(
     for kind in ORDER:
         for o in objs:
             if o["kind"] == kind:
-                api.load(kind, o)
+                api._load(kind, copy.deepcopy(o))
     for pod in api.list("Pod"):
         if (pod.get("spec") or {}).get("schedulerName") in names:
             await create_pod_claims(api, pod)
@@ -152,9 +162,12 @@ async def simulate(
             q.delete(key)
             continue
         await sched.run_once(info)
-    final = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in api.list("Pod")}
+    scheduled_at = time.perf_counter()
+    final = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in api.stored("Pod")}
     scheduled = sum(
-        1 for p in pending if (final[(p["metadata"].get("namespace"), p["metadata"]["name"])].get("spec") or {}).get("nodeName")
+        1
+        for p in pending
+        if (final[(p["metadata"].get("namespace"), p["metadata"]["name"])].get("spec") or {}).get("nodeName")
     )
     items = [*api.list("Pod"), *api.list("ResourceClaim"), *api.list("PodGroup")]
     return SimulationResult(
@@ -167,7 +180,7 @@ async def simulate(
         },
         events=api.events,
         scheduler=sched,
-        timing={"load": loaded - start, "scheduling": time.perf_counter() - loaded},
+        timing={"load": loaded - start, "scheduling": scheduled_at - loaded},
     )
 
 
@@ -182,7 +195,9 @@ def to_json(result: SimulationResult) -> str:
 def to_table(result: SimulationResult) -> str:
     """A placement table for people: one row per pod, with node, devices and the reason if pending."""
     claims = {
-        (c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in result.items if c.get("kind") == "ResourceClaim"
+        (c["metadata"].get("namespace"), c["metadata"]["name"]): c
+        for c in result.items
+        if c.get("kind") == "ResourceClaim"
     }
     rows: list[tuple[str, str, str, str]] = []
     for p in result.items:
@@ -210,7 +225,10 @@ def to_table(result: SimulationResult) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
     lines = []
     for r in [head, *rows]:
-        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + ("  " + r[3] if r[3] else ("  REASON" if r is head else "")))
+        lines.append(
+            "  ".join(r[i].ljust(widths[i]) for i in range(3))
+            + ("  " + r[3] if r[3] else ("  REASON" if r is head else ""))
+        )
     s = result.summary
     lines.append("")
     lines.append(f"{s['scheduled']}/{s['pods']} pods scheduled, {s['unschedulable']} unschedulable, {s['seconds']}s")

@@ -24,17 +24,31 @@ def _setup(pods: int = 1, nodes: int = 1, gpus: int = 2) -> tuple[InMemoryAPI, C
     api.load("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     for o in scale_fleet(nodes, gpus):
         api.load(o["kind"], o)
-    api.load("ResourceClaimTemplate", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one", "namespace": "default"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}},
-    })
+    api.load(
+        "ResourceClaimTemplate",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one", "namespace": "default"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
+            },
+        },
+    )
     for i in range(pods):
-        api.load("Pod", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"},
-            "spec": {"schedulerName": "dra-scheduler", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one"}],
-                     "containers": [{"name": "c", "image": "x"}]},
-        })
+        api.load(
+            "Pod",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p{i}", "namespace": "default"},
+                "spec": {
+                    "schedulerName": "dra-scheduler",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one"}],
+                    "containers": [{"name": "c", "image": "x"}],
+                },
+            },
+        )
     return api, cache, sched, clock
 
 
@@ -63,7 +77,7 @@ def _claim(api: InMemoryAPI) -> dict[str, Any]:
 
 def test_write_order_finalizer_then_status_then_binding() -> None:
     async def go() -> None:
-        api, cache, sched, clock = _setup()
+        api, _cache, sched, clock = _setup()
         await _prepare(api)
         api.writes.clear()
         await _drain(sched, clock)
@@ -79,7 +93,7 @@ def test_write_order_finalizer_then_status_then_binding() -> None:
 
 def test_status_conflict_is_retried_with_fresh_get() -> None:
     async def go() -> None:
-        api, cache, sched, clock = _setup()
+        api, _cache, sched, clock = _setup()
         await _prepare(api)
         api.fail_next[("update/status", "ResourceClaim")] = [Conflict("stale")]
         await _drain(sched, clock)
@@ -116,14 +130,17 @@ def test_failed_binding_rolls_back_claim_and_retries() -> None:
 
 def test_claim_allocated_elsewhere_is_not_overwritten() -> None:
     async def go() -> None:
-        api, cache, sched, clock = _setup()
+        api, _cache, sched, _clock = _setup()
         await _prepare(api)
         info = sched.queue.pop()
         assert info is not None
         # another scheduler allocates the claim between our cycle and our write
         claim = _claim(api)
-        foreign = {"devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "elsewhere",
-                                            "device": "gpu-9"}]}}
+        foreign = {
+            "devices": {
+                "results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "elsewhere", "device": "gpu-9"}]
+            }
+        }
         orig_update = api.update
 
         async def racing_update(kind: str, obj: dict[str, Any], subresource: str = "") -> dict[str, Any]:
@@ -147,7 +164,9 @@ def test_claim_allocated_elsewhere_is_not_overwritten() -> None:
 def test_binding_uid_precondition() -> None:
     async def go() -> None:
         api = InMemoryAPI()
-        api.load("Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}, "spec": {}})
+        api.load(
+            "Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}, "spec": {}}
+        )
         try:
             await api.bind("default", "p", "not-the-uid", "n1")
         except Conflict:

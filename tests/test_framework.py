@@ -76,7 +76,9 @@ def _fw(scores: tuple[PluginRef, ...]) -> Framework:
 
 
 def _nodes(*names: str) -> list[NodeInfo]:
-    return [_node_info(node_from({"metadata": {"name": n}, "status": {"allocatable": {"pods": "10"}}}), {}) for n in names]
+    return [
+        _node_info(node_from({"metadata": {"name": n}, "status": {"allocatable": {"pods": "10"}}}), {}) for n in names
+    ]
 
 
 def _pod() -> Pod:

@@ -46,19 +46,21 @@ def test_every_example_pod_is_allocated_or_explained(result: Any) -> None:
     claims = _index(result.items, "ResourceClaim")
     pods = _index(result.items, "Pod")
     assert pods, "the examples define pods"
-    for (ns, name), pod in pods.items():
+    for (_ns, name), pod in pods.items():
         node = pod["spec"].get("nodeName")
         if node:
             for claim in _pod_claims(pod, claims):
                 alloc = claim["status"]["allocation"]
                 assert alloc["devices"]["results"], claim["metadata"]["name"]
                 assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
-                assert {"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]} in claim["status"]["reservedFor"]
+                assert {"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]} in claim["status"][
+                    "reservedFor"
+                ]
                 for r in alloc["devices"]["results"]:
                     assert r["pool"] == node  # NVIDIA driver: pool = node name, node-local slices
                 assert alloc["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [node]
         else:
-            cond = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"][0]
+            cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
             assert cond["status"] == "False"
             assert cond["reason"] in ("Unschedulable", "SchedulerError")
             assert "request" in cond["message"], cond["message"]
@@ -109,8 +111,10 @@ def test_unschedulable_message_names_request(result: Any) -> None:
     assert "0/5 nodes are available" in cond["message"]
     assert "request gpus" in cond["message"] or "request " in cond["message"]
     assert "needs 16 device(s)" in cond["message"]
-    assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "llm-405b-single-node"
-               for e in result.events)
+    assert any(
+        e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "llm-405b-single-node"
+        for e in result.events
+    )
 
 
 def test_json_contract_and_determinism() -> None:
@@ -123,8 +127,12 @@ def test_json_contract_and_determinism() -> None:
     assert a == b
     kinds = {o["kind"] for o in a["items"]}
     assert kinds <= {"Pod", "ResourceClaim", "PodGroup"}
-    gen = [o for o in a["items"] if o["kind"] == "ResourceClaim"
-           and "resource.kubernetes.io/pod-claim-name" in o["metadata"].get("annotations", {})]
+    gen = [
+        o
+        for o in a["items"]
+        if o["kind"] == "ResourceClaim"
+        and "resource.kubernetes.io/pod-claim-name" in o["metadata"].get("annotations", {})
+    ]
     assert gen, "template claims are created by the simulated claim controller"
     for c in gen:
         [owner] = c["metadata"]["ownerReferences"]
@@ -133,7 +141,7 @@ def test_json_contract_and_determinism() -> None:
 
 def test_table_lists_every_pod(result: Any) -> None:
     table = to_table(result)
-    for (ns, name) in _index(result.items, "Pod"):
+    for ns, name in _index(result.items, "Pod"):
         assert f"{ns}/{name}" in table
     assert "pods scheduled" in table
 
@@ -156,7 +164,9 @@ def _template(name: str, count: int, cls: str = "gpu.nvidia.com") -> dict[str, A
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": count}}]}}},
+        "spec": {
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": count}}]}}
+        },
     }
 
 
@@ -195,7 +205,7 @@ def test_cel_runtime_error_is_reported_and_other_pods_still_schedule() -> None:
     bad["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].noSuchAttribute == "x"'}}
     ]
-    objs = scale_fleet(1, 2) + [bad, _template("one", 1), _gpu_pod("broken", "bad"), _gpu_pod("fine")]
+    objs = [*scale_fleet(1, 2), bad, _template("one", 1), _gpu_pod("broken", "bad"), _gpu_pod("fine")]
     res = asyncio.run(simulate(objs))
     pods = {o["metadata"]["name"]: o for o in res.items if o["kind"] == "Pod"}
     assert pods["fine"]["spec"].get("nodeName")
@@ -208,18 +218,27 @@ def test_existing_allocations_and_bound_pods_count_as_used() -> None:
     from scheduler.fleet import scale_fleet
 
     fleet = scale_fleet(1, 2)
-    node = [o for o in fleet if o["kind"] == "Node"][0]["metadata"]["name"]
+    node = next(o for o in fleet if o["kind"] == "Node")["metadata"]["name"]
     existing = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": "old", "namespace": "default", "finalizers": ["resource.kubernetes.io/delete-protection"]},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}]}}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}]
+                }
+            }
+        },
     }
-    objs = fleet + [existing, _template("one", 1), _gpu_pod("a"), _gpu_pod("b")]
+    objs = [*fleet, existing, _template("one", 1), _gpu_pod("a"), _gpu_pod("b")]
     res = asyncio.run(simulate(copy.deepcopy(objs)))
     assert res.summary == {**res.summary, "scheduled": 1, "unschedulable": 1}
-    used = [r["device"] for c in res.items if c["kind"] == "ResourceClaim" and c["metadata"]["name"] != "old"
-            and c.get("status", {}).get("allocation") for r in c["status"]["allocation"]["devices"]["results"]]
+    used = [
+        r["device"]
+        for c in res.items
+        if c["kind"] == "ResourceClaim" and c["metadata"]["name"] != "old" and c.get("status", {}).get("allocation")
+        for r in c["status"]["allocation"]["devices"]["results"]
+    ]
     assert used == ["gpu-1"]

@@ -30,6 +30,7 @@ unknown), 8 (an ``All`` request fails if any pool on the node is incomplete or i
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ from scheduler.model import (
     SelectorTerm,
     node_selector_matches,
 )
+
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
 SHARE_NAMESPACE = uuid.UUID("5b1c7f0e-3c52-4f0b-9a55-2f1d4c1e9d10")
 
@@ -421,7 +423,7 @@ class Allocator:
                     raise AllocationError(f"{where}: selector #{i} on device {c.id[0]}/{c.id[1]}/{d.name}: "
                                           f"{d.attribute_error}")
                 try:
-                    ok = self.selectors.matches(expr, c.key, lambda c=c: self._device_input(c))
+                    ok = self.selectors.matches(expr, c.key, functools.partial(self._device_input, c))
                 except CELError as e:
                     raise AllocationError(
                         f"{where}: selector #{i} on device {c.id[0]}/{c.id[1]}/{d.name}: {e}"
@@ -803,7 +805,7 @@ class _Search:
     # --- result building (dra-semantics §2.12) -----------------------------------------------------------
 
     def _build(self, ci: int) -> ClaimAllocation:
-        claim = self.claims[ci]
+        self.claims[ci]
         entries = self.results[ci]
         rd_by_name: dict[str, _Req] = {}
         for row in self.rdata[ci]:

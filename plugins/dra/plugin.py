@@ -21,7 +21,7 @@ whose devices did not change since the previous pod — the common case when a f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -91,8 +91,9 @@ def pod_claims(snapshot: Snapshot, pod: Pod) -> list[ResourceClaim]:
         if pc.template_name:
             owner = claim.meta.controller()
             if owner is None or owner.uid != pod.uid:
-                raise ClaimResolutionError(f"ResourceClaim {pod.namespace}/{name} was not created for pod {pod.key} "
-                                           "(pod is not owner)")
+                raise ClaimResolutionError(
+                    f"ResourceClaim {pod.namespace}/{name} was not created for pod {pod.key} (pod is not owner)"
+                )
         out.append(claim)
     return out
 
@@ -130,7 +131,7 @@ class DynamicResources:
         self.device_inputs: dict[tuple[int, int], DeviceInput] = {}
         self._device_inputs_gen = -1
         self._pools: dict[str, tuple[tuple[int, int], list[Pool]]] = {}
-        self._results: dict[tuple[Any, ...], _Cached] = {}
+        self._results: dict[tuple[Any, ...], tuple[list[ClaimAllocation] | None, str, Any]] = {}
         self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
 
     # --- registration --------------------------------------------------------------------------------
@@ -230,6 +231,15 @@ class DynamicResources:
         self._pools[info.name] = (key, pools)
         return pools
 
+    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return ()
+        return (data.signature, tuple(sel for _, sel in data.pinned))
+
+    def node_token(self, state: CycleState, node: NodeInfo) -> Hashable:
+        return state.snapshot.ledger.node_revision(node.name)
+
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         data: _CycleData | None = state.read(STATE_KEY)
         if data is None:
@@ -239,26 +249,36 @@ class DynamicResources:
                 return Status.unresolvable(f"resourceclaim {claim.key} not available on the node")
         if data.allocator is None:
             return Status.ok()
+        try:
+            result, reason = self._result_for(state, data, node)
+        except AllocationError as e:
+            # Fatal for this attempt of the pod (bad CEL, unknown class, limits): an Error status,
+            # never cached; the pod goes to backoff and the message reaches its condition.
+            return Status.error(str(e))
+        if result is None:
+            return Status.unresolvable(reason)
+        return Status.ok()
+
+    def _result_for(self, state: CycleState, data: _CycleData, node: NodeInfo) -> _Cached:
+        """The allocation of the cycle's claims on ``node``, from the per-node cache or computed now."""
+        got = data.node_allocations.get(node.name)
+        if got is not None:
+            return got, ""
         snap = state.snapshot
         key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature)
         cached = self._results.get(key)
-        if cached is None:
-            try:
-                cached = self._allocate(data, snap, node)
-            except AllocationError as e:
-                # Fatal for this attempt of the pod (bad CEL, unknown class, limits): an Error status,
-                # never cached; the pod goes to backoff and the message reaches its condition.
-                return Status.error(str(e))
+        if cached is None or cached[2] is not node.node:
+            computed = self._allocate(data, snap, node)
             if len(self._results) > 200_000:
                 self._results.clear()
-            self._results[key] = cached
+            self._results[key] = (computed[0], computed[1], node.node)
+            result, reason = computed
         else:
             self.stats["filter_cache_hits"] += 1
-        result, reason = cached
-        if result is None:
-            return Status.unresolvable(reason)
-        data.node_allocations[node.name] = result
-        return Status.ok()
+            result, reason = cached[0], cached[1]
+        if result is not None:
+            data.node_allocations[node.name] = result
+        return result, reason
 
     def _allocate(self, data: _CycleData, snap: Snapshot, node: NodeInfo) -> _Cached:
         assert data.allocator is not None
@@ -293,7 +313,9 @@ class DynamicResources:
                         why = f"no device matches class {s.device_class_name} and the request's selectors"
                     else:
                         why = f"{matching} match(es), {free} free"
-                    best = best or f"claim {inp.key}, request {s.name}: needs {what} of class {s.device_class_name}: {why}"
+                    best = (
+                        best or f"claim {inp.key}, request {s.name}: needs {what} of class {s.device_class_name}: {why}"
+                    )
                 if best:
                     return best
         if any(p.incomplete for p in pools):
@@ -306,7 +328,9 @@ class DynamicResources:
         data: _CycleData | None = state.read(STATE_KEY)
         if data is None:
             return 0
-        allocs = data.node_allocations.get(node.name)
+        if data.allocator is None:
+            return 0
+        allocs, _ = self._result_for(state, data, node)
         if not allocs:
             return 0
         total = 0
@@ -333,7 +357,8 @@ class DynamicResources:
         data: _CycleData | None = state.read(STATE_KEY)
         if data is None or not data.to_allocate:
             return Status.ok()
-        allocs = data.node_allocations.get(node)
+        info = state.snapshot.node_map.get(node)
+        allocs = self._result_for(state, data, info)[0] if info is not None else None
         if allocs is None:
             return Status.error(f"no allocation was computed for node {node}")
         ledger = state.snapshot.ledger
@@ -456,7 +481,7 @@ def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def _count_devices(probe: Allocator, node: NodeInfo, pools: list[Pool], inp: ClaimInput, spec: Any) -> tuple[int, int]:
     """(devices on the node matching the request's class and selectors, how many of them are free)."""
-    from plugins.dra.allocator import _Req  # noqa: PLC0415 - private helper shared within the package
+    from plugins.dra.allocator import _Req
 
     cls = probe.classes.get(spec.device_class_name)
     if cls is None:
@@ -486,8 +511,10 @@ def _validate(args: Mapping[str, Any], path: str) -> list[str]:
     for k, v in args.items():
         if k == "celEngine":
             if v not in available_engines():
-                errors.append(f"{path}.celEngine: unknown or unavailable CEL engine {v!r} (available: "
-                              f"{', '.join(available_engines())})")
+                errors.append(
+                    f"{path}.celEngine: unknown or unavailable CEL engine {v!r} (available: "
+                    f"{', '.join(available_engines())})"
+                )
         elif k == "featureGates":
             if not isinstance(v, Mapping):
                 errors.append(f"{path}.featureGates: must be a map of gate name to bool")

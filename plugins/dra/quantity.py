@@ -58,7 +58,18 @@ _MAX_INT32 = 2**31 - 1
 _MAX_INT64 = 2**63 - 1
 _NANO = 10**9
 
-_DEC_SUFFIXES: dict[str, int] = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DEC_SUFFIXES: dict[str, int] = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
 _DEC_BY_EXP: dict[int, str] = {exp: suf for suf, exp in _DEC_SUFFIXES.items()}
 _BIN_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _BIN_BY_POW1024: dict[int, str] = {0: "", 1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
@@ -138,7 +149,7 @@ class Quantity:
         return self.value == 0
 
     def int_value(self) -> int:
-        """Go ``Value()``: the value rounded up to an integer, away from zero (``1.5`` -> 2, ``-1.5`` -> -2)."""
+        """Go ``Value()``: rounded up to an integer, away from zero (``1.5`` -> 2, ``-1.5`` -> -2)."""
         return _round_away(self.value)
 
     def milli_value(self) -> int:

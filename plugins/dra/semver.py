@@ -123,7 +123,9 @@ def _strict(s: str, original: str) -> Version:
             if not b:
                 raise SemverError(f"invalid semver {original!r}: build meta data is empty")
             if not set(b) <= _ALPHANUM:
-                raise SemverError(f"invalid semver {original!r}: invalid character(s) in build meta data {b!r}")
+                raise SemverError(
+                    f"invalid semver {original!r}: invalid character(s) in build meta data {b!r}"
+                )
         build = tuple(build_ids)
         rest = rest[:plus]
     dash = rest.find("-")
@@ -135,7 +137,7 @@ def _strict(s: str, original: str) -> Version:
             if set(p) <= _NUMBERS:
                 if len(p) > 1 and p[0] == "0":
                     raise SemverError(
-                        f"invalid semver {original!r}: numeric prerelease must not contain leading zeroes {p!r}"
+                        f"invalid semver {original!r}: numeric prerelease has leading zeroes {p!r}"
                     )
                 n = int(p)
                 if n > _MAX_UINT64:
@@ -164,7 +166,9 @@ def _normalize(s: str) -> str:
             parts[i] = p
     if len(parts) < 3:
         if "+" in parts[-1] or "-" in parts[-1]:
-            raise SemverError(f"invalid semver {s!r}: short version cannot contain PreRelease/Build meta data")
+            raise SemverError(
+                f"invalid semver {s!r}: short version cannot contain PreRelease/Build meta data"
+            )
         parts.extend(["0"] * (3 - len(parts)))
     return ".".join(parts)
 

@@ -19,7 +19,7 @@ Args: ``addedAffinity`` (a core/v1 NodeAffinity applied to every pod of the prof
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
@@ -299,6 +299,9 @@ class NodeAffinity:
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.ok()
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+        return (tuple(sorted(pod.node_selector.items())), pod.required_affinity, pod.preferred_affinity)
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # A node added or its labels changed.

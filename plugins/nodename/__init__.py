@@ -8,7 +8,7 @@ fidelity.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scheduler.framework.interface import CycleState, Status
@@ -36,6 +36,9 @@ class NodeName:
         if fits(pod, node.name):
             return Status.ok()
         return Status.unresolvable(ERR_REASON)
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+        return str((pod.raw.get("spec") or {}).get("nodeName") or "")
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         return (("Node", "Add"), ("Node", "Update"))

@@ -19,7 +19,7 @@ kube-scheduler (``pkg/scheduler/framework/plugins/noderesources/fit.go``):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
@@ -343,6 +343,9 @@ class NodeResourcesFit:
             allocatable.append(a)
             requested.append(r if a else 0)
         return self._scorer(requested, allocatable)
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+        return tuple(sorted(pod.requests.items()))
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # More allocatable (node added or updated) or a pod on a node deleted.

@@ -8,7 +8,7 @@ kube-scheduler (``pkg/scheduler/framework/plugins/nodeunschedulable``): Filter r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scheduler.framework.interface import CycleState, Status
@@ -37,6 +37,9 @@ class NodeUnschedulable:
         if any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return Status.ok()
         return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+        return pod.tolerations
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # Node uncordoned or added; the pod's tolerations updated.

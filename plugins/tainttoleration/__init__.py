@@ -13,7 +13,7 @@ kube-scheduler (``pkg/scheduler/framework/plugins/tainttoleration``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
@@ -92,6 +92,9 @@ class TaintToleration:
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return Status.ok()
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+        return pod.tolerations
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # A node added or its taints changed; the pod's tolerations changed.

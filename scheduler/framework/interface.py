@@ -18,7 +18,7 @@ Queue semantics of the codes (as kube-scheduler):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -224,6 +224,27 @@ class UnreserveWriter(Protocol):
     """Optional: undo API writes made in PreBind when the binding cycle fails (runs after Unreserve)."""
 
     async def rollback(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> None: ...
+
+
+@runtime_checkable
+class SignPlugin(Protocol):
+    """Optional: what of the pod this plugin's Filter and Score depend on (upstream: SignPlugin).
+
+    Pods with equal signatures from every filter and score plugin get the same Filter status and raw
+    scores on a node whose state did not change, so the scheduler reuses them (upstream's opportunistic
+    batching). ``None`` means "cannot sign this pod": nothing is reused for it. Called after PreFilter."""
+
+    name: ClassVar[str]
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable | None: ...
+
+
+@runtime_checkable
+class NodeTokenPlugin(Protocol):
+    """Optional, with SignPlugin: node state this plugin reads beyond the NodeInfo itself (e.g. the
+    device ledger's revision for the node). A reused result is valid only while the token is equal."""
+
+    def node_token(self, state: CycleState, node: NodeInfo) -> Hashable: ...
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ status with the plugin that returned it.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +21,7 @@ from scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     NodeScore,
+    NodeTokenPlugin,
     PermitPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -33,6 +34,7 @@ from scheduler.framework.interface import (
     ReservePlugin,
     ScoreNormalizer,
     ScorePlugin,
+    SignPlugin,
     Status,
     UnreserveWriter,
 )
@@ -82,7 +84,7 @@ class Framework:
         self.scheduler_name = profile.scheduler_name
         self.metrics: Metrics = metrics or NullMetrics()
         self.instances: dict[str, Any] = {}
-        for point, refs in profile.plugins.items():
+        for _point, refs in profile.plugins.items():
             for ref in refs:
                 if ref.name not in self.instances:
                     spec = registry.get(ref.name)
@@ -121,6 +123,14 @@ class Framework:
         if not binders:
             raise FrameworkError("at least one bind plugin must be enabled")
         self.bind = binders
+        signers = [*self.filter, *(ws.plugin for ws in self.scorers)]
+        self._signable = all(isinstance(p, SignPlugin) for p in signers)
+        self._signers: list[SignPlugin] = list(dict.fromkeys(p for p in signers if isinstance(p, SignPlugin)))
+        self._tokeners: list[NodeTokenPlugin] = [p for p in self._signers if isinstance(p, NodeTokenPlugin)]
+        # (signature, node name) -> (NodeInfo, token, status) and (signature, node, plugin) -> (NodeInfo, token, score)
+        self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status]] = {}
+        self._score_memo: dict[tuple[Hashable, str, str], tuple[NodeInfo, Hashable, int]] = {}
+        self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
 
     # --- helpers --------------------------------------------------------------------------------------
 
@@ -167,6 +177,45 @@ class Framework:
         self._timed("PreFilter", start, Status.ok())
         return (PreFilterResult(result) if result is not None else None), Status.ok()
 
+    # --- reuse of per-node results for pods with equal signatures -------------------------------------
+
+    def signature(self, state: CycleState, pod: Pod) -> Hashable | None:
+        if not self._signable:
+            return None
+        parts: list[Hashable] = []
+        for p in self._signers:
+            if p.name in state.skip_filter:
+                parts.append(None)
+                continue
+            s = p.sign(state, pod)
+            if s is None:
+                return None
+            parts.append(s)
+        return (pod.scheduler_name, tuple(parts), frozenset(state.skip_filter))
+
+    def _token(self, state: CycleState, node: NodeInfo) -> Hashable:
+        if not self._tokeners:
+            return None
+        return tuple(p.node_token(state, node) for p in self._tokeners)
+
+    def run_filter_memo(self, state: CycleState, pod: Pod, node: NodeInfo, sig: Hashable | None) -> Status:
+        """``run_filter``, reusing the status of an earlier pod with the same signature on an unchanged node."""
+        if sig is None:
+            return self.run_filter(state, pod, node)
+        token = self._token(state, node)
+        key = (sig, node.name)
+        hit = self._filter_memo.get(key)
+        if hit is not None and hit[0] is node and hit[1] == token:
+            self.memo_stats["filter_hits"] += 1
+            return hit[2]
+        self.memo_stats["filter_misses"] += 1
+        st = self.run_filter(state, pod, node)
+        if st.code != Code.ERROR:
+            if len(self._filter_memo) > 500_000:
+                self._filter_memo.clear()
+            self._filter_memo[key] = (node, token, st)
+        return st
+
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         skip = state.skip_filter
         for p in self.filter:
@@ -198,7 +247,39 @@ class Framework:
                 return self._timed("PreScore", start, st.with_plugin(p.name))
         return self._timed("PreScore", start, Status.ok())
 
-    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[NodeScore]:
+    def _raw_scores(
+        self, state: CycleState, pod: Pod, p: ScorePlugin, nodes: Sequence[NodeInfo], sig: Hashable | None
+    ) -> list[NodeScore]:
+        if sig is None:
+            return [NodeScore(n.name, p.score(state, pod, n)) for n in nodes]
+        memo = self._score_memo
+        out = []
+        hits = 0
+        tokens = state.read("framework/node-tokens")
+        if tokens is None:
+            tokens = {n.name: self._token(state, n) for n in nodes}
+            state.write("framework/node-tokens", tokens)
+        pname = p.name
+        for n in nodes:
+            key = (sig, n.name, pname)
+            token = tokens[n.name]
+            hit = memo.get(key)
+            if hit is not None and hit[0] is n and hit[1] == token:
+                out.append(NodeScore(n.name, hit[2]))
+                hits += 1
+                continue
+            v = p.score(state, pod, n)
+            memo[key] = (n, token, v)
+            out.append(NodeScore(n.name, v))
+        self.memo_stats["score_hits"] += hits
+        self.memo_stats["score_misses"] += len(nodes) - hits
+        if len(memo) > 1_000_000:
+            memo.clear()
+        return out
+
+    def run_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], sig: Hashable | None = None
+    ) -> list[NodeScore]:
         """Weighted sum over score plugins of normalised scores, per node (same order as ``nodes``)."""
         start = time.perf_counter()
         totals = [NodeScore(n.name, 0) for n in nodes]
@@ -208,7 +289,7 @@ class Framework:
             if p.name in skip:
                 continue
             t0 = time.perf_counter()
-            scores = [NodeScore(n.name, p.score(state, pod, n)) for n in nodes]
+            scores = self._raw_scores(state, pod, p, nodes, sig)
             if isinstance(p, ScoreNormalizer):
                 st = p.normalize_score(state, pod, scores)
                 if not st.is_success:

@@ -1,0 +1,2204 @@
+"""The Kubernetes DRA CEL environment (``k8s.io/dynamic-resource-allocation/cel``) over two CEL engines.
+
+Engines
+    * ``cel-expr-python`` (Google cel-cpp, type-checked; the fast default) and
+    * ``cel-python`` (module ``celpy``, pure Python, unchecked; the fallback).
+
+    :func:`get_engine` picks one (argument, else ``$DRA_SCHEDULER_CEL_ENGINE``, else the fastest importable).
+
+The selector ``device`` variable (see dra-semantics.md §3)
+    ``device.driver`` (string), ``device.attributes[domain][id]``, ``device.capacity[domain][id]``
+    (Kubernetes ``Quantity``) and ``device.allowMultipleAllocations`` (bool). Version attributes are
+    ``Semver`` values, list attributes are lists. An unknown *domain* behaves as an empty map
+    (``device.attributes["no.such"].x`` is a "no such key: x" error, ``has(...)``/``in`` on it are false)
+    while ``"no.such" in device.attributes`` stays false; an unknown identifier is a runtime error.
+
+How the semantics are obtained on engines that do not implement them natively
+    Every expression is first parsed by a small CEL parser in this module (:func:`parse_expression`).
+    The syntax tree is used to
+
+    * give unknown domains their empty-map default on cel-expr-python (whose maps are plain CEL maps):
+      each ``device.attributes[E]`` / ``device.capacity[E]`` (also ``device.attributes.x`` and aliases
+      bound with ``cel.bind``) is rewritten to ``(E in M ? M[E] : {})`` and the rewritten tree is printed
+      back and handed to the engine. On cel-python the two outer maps are a ``MapType`` subclass whose
+      ``__missing__`` returns ``{}`` (``in`` and iteration only see the real domains);
+    * expand ``cel.bind`` for ``cel-python`` (which has no bindings extension) by substitution;
+    * reject, on the unchecked engine, results that are statically not bool and relational or arithmetic
+      operators on ``Quantity``/``Semver`` (cel-expr-python's checker does this itself);
+    * estimate the cost (below).
+
+    Quantities and semvers travel through cel-expr-python as tagged maps (Python callbacks cannot return
+    opaque objects there): ``Quantity`` is ``map(string, string)`` ``{"@q": "<exact rational>"}`` and
+    ``Semver`` is ``map(int, string)`` ``{0: "<major.minor.patch[-pre]>"}``. The distinct map types let the
+    checker reject ``quantity >= quantity`` or ``quantity.compareTo(semver)`` at compile time, like
+    Kubernetes. Tags are normalised, so ``==`` compares values (``quantity("1Ki") == quantity("1024")``).
+    On cel-python they are small wrapper objects without ordering operators, so a relational operator that
+    slips past the static check still fails at runtime instead of silently succeeding.
+
+Cost bound
+    Kubernetes evaluates selectors with ``cel.CostLimit(1_000_000)`` and fails with
+    ``operation cancelled: actual cost limit exceeded``. Neither engine exposes a runtime cost or
+    iteration budget (cel-expr-python 0.1.3 has no runtime options; celpy has no hooks), and a native
+    evaluation cannot be interrupted by a timer. So the bound is a **static worst-case estimate** made at
+    compile time from the syntax tree, modelled on cel-go's estimator: constant costs per node, and each
+    comprehension (``all``/``exists``/``map``/...) costs its range size times its body, with literal
+    list/map sizes taken exactly and Kubernetes' size hints for device data (32 domains/identifiers,
+    64-element lists, 64-character strings). A program whose estimate exceeds :data:`COST_LIMIT`
+    compiles, but every :meth:`Program.matches` raises :class:`CELRuntimeError`
+    ``operation cancelled: actual cost limit exceeded`` without running the engine (so the 7-level nested
+    ``[1..10].all(...)`` fails immediately instead of hanging). The apiserver already rejects new
+    selectors whose cel-go estimate exceeds the same limit, and this estimate is at most cel-go's, so
+    valid selectors are not affected.
+
+Not provided (documented deviations)
+    Kubernetes' lists (``sum``/``min``/``isSorted``...), URL, IP/CIDR, format and sets libraries; on
+    cel-python also optional syntax (``.?``), the strings functions beyond the ones registered here,
+    two-variable comprehensions and heterogeneous numeric equality (``1 == 1.0``). Bare ``device``
+    (e.g. ``cel.bind(d, device, ...)``) is not an expression: only its four fields are.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import re
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Protocol, TypeAlias, cast
+
+from plugins.dra.quantity import Quantity, QuantityError, parse_quantity
+from plugins.dra.semver import SemverError, Version
+from plugins.dra.semver import parse as parse_semver
+
+__all__ = [
+    "COST_LIMIT",
+    "ENGINE_ENV_VAR",
+    "AttributeValue",
+    "CELCompileError",
+    "CELError",
+    "CELRuntimeError",
+    "CacheStats",
+    "DeviceInput",
+    "Engine",
+    "Program",
+    "SelectorCache",
+    "available_engines",
+    "device_input",
+    "estimate_cost",
+    "get_engine",
+    "parse_expression",
+]
+
+AttributeValue: TypeAlias = (
+    int | bool | str | Version | tuple[int, ...] | tuple[bool, ...] | tuple[str, ...] | tuple[Version, ...]
+)
+
+COST_LIMIT = 1_000_000
+ENGINE_ENV_VAR = "DRA_SCHEDULER_CEL_ENGINE"
+INCLUDES_MAX_LIST = 48
+
+_NO_SUCH_KEY_HINT = (
+    ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
+    "for optional fields"
+)
+_COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+
+
+# =====================================================================================================
+# Errors and the device input
+# =====================================================================================================
+
+
+class CELError(Exception):
+    """Base class of the errors raised by this module."""
+
+
+class CELCompileError(CELError):
+    """The expression does not compile ("CEL compile error: ...")."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"CEL compile error: {detail}")
+        self.detail = detail
+
+
+class CELRuntimeError(CELError):
+    """The evaluation failed ("CEL runtime error: ...")."""
+
+    def __init__(self, detail: str) -> None:
+        if "no such key:" in detail and _NO_SUCH_KEY_HINT not in detail:
+            detail += _NO_SUCH_KEY_HINT
+        super().__init__(f"CEL runtime error: {detail}")
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInput:
+    """The CEL ``device`` variable, engine neutral. Build it with :func:`device_input`.
+
+    Engine-specific activations are cached on the instance (``_activations``), so build one
+    ``DeviceInput`` per device (per ResourceSlice generation) and reuse it for every selector.
+    """
+
+    driver: str
+    attributes: Mapping[str, Mapping[str, AttributeValue]]
+    capacity: Mapping[str, Mapping[str, Quantity]]
+    allow_multiple_allocations: bool = False
+    _activations: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+
+def _split_name(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def device_input(
+    driver: str,
+    attributes: Mapping[str, AttributeValue],
+    capacity: Mapping[str, Quantity],
+    allow_multiple_allocations: bool = False,
+) -> DeviceInput:
+    """Build a :class:`DeviceInput` from a ResourceSlice device's raw qualified names.
+
+    ``"a/b"`` is split at the first ``/`` into domain ``a`` and identifier ``b``; a name without ``/``
+    belongs to the driver's domain.
+    """
+    attrs: dict[str, dict[str, AttributeValue]] = {}
+    for name, value in attributes.items():
+        domain, ident = _split_name(name, driver)
+        attrs.setdefault(domain, {})[ident] = value
+    caps: dict[str, dict[str, Quantity]] = {}
+    for name, quantity in capacity.items():
+        domain, ident = _split_name(name, driver)
+        caps.setdefault(domain, {})[ident] = quantity
+    return DeviceInput(driver, attrs, caps, bool(allow_multiple_allocations))
+
+
+class Program(Protocol):
+    """A compiled selector."""
+
+    expression: str
+
+    def matches(self, device: DeviceInput) -> bool:
+        """Evaluate against one device. Raises :class:`CELRuntimeError`."""
+        ...
+
+
+class Engine(Protocol):
+    """A CEL engine wrapped into the Kubernetes DRA environment."""
+
+    name: str
+
+    def compile(self, expression: str) -> Program:
+        """Compile a selector. Raises :class:`CELCompileError`."""
+        ...
+
+
+# =====================================================================================================
+# CEL syntax: lexer, parser, printer
+# =====================================================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    kind: str  # int uint double string bytes bool null
+    text: str  # source text (re-emitted verbatim)
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    name: str
+    leading_dot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    operand: Node
+    field: str
+    optional: bool = False
+    quoted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    fn: str
+    args: tuple[Node, ...]
+    target: Node | None = None
+    leading_dot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    operand: Node
+    index: Node
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    op: str  # "!" or "-"
+    operand: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    op: str  # || && == != < <= > >= in + - * / %
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    cond: Node
+    then: Node
+    other: Node
+
+
+@dataclass(frozen=True, slots=True)
+class ListLit:
+    elems: tuple[Node, ...]
+    optional: tuple[bool, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MapLit:
+    entries: tuple[tuple[Node, Node, bool], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StructLit:
+    name: str
+    fields: tuple[tuple[str, Node, bool], ...]
+
+
+Node: TypeAlias = Lit | Ident | Select | Call | Index | Unary | Binary | Cond | ListLit | MapLit | StructLit
+
+
+class CELSyntaxError(ValueError):
+    def __init__(self, message: str, src: str, pos: int) -> None:
+        line = src.count("\n", 0, pos) + 1
+        line_start = src.rfind("\n", 0, pos) + 1
+        col = pos - line_start + 1
+        line_end = src.find("\n", pos)
+        text = src[line_start : line_end if line_end != -1 else len(src)]
+        super().__init__(f"ERROR: <input>:{line}:{col}: Syntax error: {message}\n | {text}\n | {'.' * (col - 1)}^")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tok:
+    kind: str  # int uint double string bytes bool null ident qident op eof
+    text: str
+    pos: int
+    value: object = None
+
+
+_RESERVED = frozenset(
+    (
+        *("as", "break", "const", "continue", "else", "for", "function", "if", "import"),
+        *("let", "loop", "package", "namespace", "return", "var", "void", "while"),
+    )
+)
+_OPS2 = frozenset(("==", "!=", "<=", ">=", "&&", "||"))
+_OPS1 = frozenset("<>+-*/%!?:.,()[]{}")
+_STR_PREFIXES = frozenset(("r", "R", "b", "B", "br", "bR", "Br", "BR"))
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "`": "`",
+    "?": "?",
+}
+_HEX = frozenset("0123456789abcdefABCDEF")
+_IDENT_START = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_IDENT_CHARS = _IDENT_START | frozenset("0123456789")
+_DIGIT_CHARS = frozenset("0123456789")
+
+
+def _decode_string(body: str, raw: bool, is_bytes: bool, src: str, pos: int) -> str | bytes:
+    if raw:
+        return body.encode("utf-8") if is_bytes else body
+    out: list[str] = []
+    raw_bytes = bytearray()
+    i = 0
+    n = len(body)
+
+    def emit(ch: str) -> None:
+        if is_bytes:
+            raw_bytes.extend(ch.encode("utf-8"))
+        else:
+            out.append(ch)
+
+    while i < n:
+        c = body[i]
+        if c != "\\":
+            emit(c)
+            i += 1
+            continue
+        if i + 1 >= n:
+            raise CELSyntaxError("invalid escape sequence", src, pos)
+        e = body[i + 1]
+        if e in _SIMPLE_ESCAPES:
+            emit(_SIMPLE_ESCAPES[e])
+            i += 2
+        elif e in "xX":
+            h = body[i + 2 : i + 4]
+            if len(h) != 2 or not set(h) <= _HEX:
+                raise CELSyntaxError("invalid \\x escape", src, pos)
+            if is_bytes:
+                raw_bytes.append(int(h, 16))
+            else:
+                out.append(chr(int(h, 16)))
+            i += 4
+        elif e in "uU":
+            width = 4 if e == "u" else 8
+            h = body[i + 2 : i + 2 + width]
+            if len(h) != width or not set(h) <= _HEX:
+                raise CELSyntaxError(f"invalid \\{e} escape", src, pos)
+            cp = int(h, 16)
+            if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                raise CELSyntaxError("invalid unicode code point", src, pos)
+            emit(chr(cp))
+            i += 2 + width
+        elif e in "0123":
+            o = body[i + 1 : i + 4]
+            if len(o) != 3 or not set(o) <= frozenset("01234567"):
+                raise CELSyntaxError("invalid octal escape", src, pos)
+            if is_bytes:
+                raw_bytes.append(int(o, 8))
+            else:
+                out.append(chr(int(o, 8)))
+            i += 4
+        else:
+            raise CELSyntaxError(f"invalid escape sequence '\\{e}'", src, pos)
+    return bytes(raw_bytes) if is_bytes else "".join(out)
+
+
+def _lex_string(src: str, start: int, body_start: int, prefix: str) -> _Tok:
+    raw = "r" in prefix.lower()
+    is_bytes = "b" in prefix.lower()
+    q = src[body_start]
+    triple = src.startswith(q * 3, body_start)
+    delim = q * 3 if triple else q
+    i = body_start + len(delim)
+    n = len(src)
+    while True:
+        if i >= n:
+            raise CELSyntaxError("unterminated string literal", src, start)
+        c = src[i]
+        if src.startswith(delim, i):
+            break
+        if not triple and c in "\r\n":
+            raise CELSyntaxError("newline in string literal", src, start)
+        if c == "\\" and not raw:
+            i += 2
+            continue
+        i += 1
+    body = src[body_start + len(delim) : i]
+    end = i + len(delim)
+    value = _decode_string(body, raw, is_bytes, src, start)
+    return _Tok("bytes" if is_bytes else "string", src[start:end], start, value)
+
+
+def _lex(src: str) -> list[_Tok]:
+    toks: list[_Tok] = []
+    i = 0
+    n = len(src)
+    while i < n:
+        c = src[i]
+        if c in " \t\n\r\f":
+            i += 1
+            continue
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            i = n if j == -1 else j + 1
+            continue
+        start = i
+        if c in _IDENT_START:
+            while i < n and src[i] in _IDENT_CHARS:
+                i += 1
+            word = src[start:i]
+            if word in _STR_PREFIXES and i < n and src[i] in "'\"":
+                tok = _lex_string(src, start, i, word)
+                toks.append(tok)
+                i = start + len(tok.text)
+                continue
+            if word in ("true", "false"):
+                toks.append(_Tok("bool", word, start, word == "true"))
+            elif word == "null":
+                toks.append(_Tok("null", word, start, None))
+            elif word == "in":
+                toks.append(_Tok("op", word, start))
+            else:
+                toks.append(_Tok("ident", word, start))
+            continue
+        if c in "'\"":
+            tok = _lex_string(src, start, i, "")
+            toks.append(tok)
+            i = start + len(tok.text)
+            continue
+        if c == "`":
+            j = src.find("`", i + 1)
+            if j == -1 or j == i + 1:
+                raise CELSyntaxError("invalid quoted identifier", src, start)
+            toks.append(_Tok("qident", src[start : j + 1], start, src[i + 1 : j]))
+            i = j + 1
+            continue
+        if c in _DIGIT_CHARS or (c == "." and i + 1 < n and src[i + 1] in _DIGIT_CHARS):
+            i = _lex_number(src, i, toks)
+            continue
+        two = src[i : i + 2]
+        if two in _OPS2:
+            toks.append(_Tok("op", two, start))
+            i += 2
+            continue
+        if c in _OPS1:
+            toks.append(_Tok("op", c, start))
+            i += 1
+            continue
+        raise CELSyntaxError(f"token recognition error at: '{c}'", src, start)
+    toks.append(_Tok("eof", "", n))
+    return toks
+
+
+def _lex_number(src: str, i: int, toks: list[_Tok]) -> int:
+    start = i
+    n = len(src)
+    if src.startswith(("0x", "0X"), i) and i + 2 < n and src[i + 2] in _HEX:
+        i += 2
+        while i < n and src[i] in _HEX:
+            i += 1
+        if i < n and src[i] in "uU":
+            toks.append(_Tok("uint", src[start : i + 1], start, int(src[start + 2 : i], 16)))
+            return i + 1
+        toks.append(_Tok("int", src[start:i], start, int(src[start + 2 : i], 16)))
+        return i
+    is_float = False
+    while i < n and src[i] in _DIGIT_CHARS:
+        i += 1
+    if i + 1 < n and src[i] == "." and src[i + 1] in _DIGIT_CHARS:
+        is_float = True
+        i += 1
+        while i < n and src[i] in _DIGIT_CHARS:
+            i += 1
+    if i < n and src[i] in "eE":
+        j = i + 1
+        if j < n and src[j] in "+-":
+            j += 1
+        if j < n and src[j] in _DIGIT_CHARS:
+            is_float = True
+            i = j
+            while i < n and src[i] in _DIGIT_CHARS:
+                i += 1
+    text = src[start:i]
+    if is_float:
+        toks.append(_Tok("double", text, start, float(text)))
+        return i
+    if i < n and src[i] in "uU":
+        toks.append(_Tok("uint", src[start : i + 1], start, int(text)))
+        return i + 1
+    toks.append(_Tok("int", text, start, int(text)))
+    return i
+
+
+_MAX_DEPTH = 250
+_RELOPS = frozenset(("<", "<=", ">", ">=", "==", "!=", "in"))
+
+
+class _Parser:
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.toks = _lex(src)
+        self.i = 0
+        self.depth = 0
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def peek(self, offset: int = 0) -> _Tok:
+        return self.toks[min(self.i + offset, len(self.toks) - 1)]
+
+    def at(self, text: str) -> bool:
+        t = self.toks[self.i]
+        return t.kind == "op" and t.text == text
+
+    def accept(self, text: str) -> bool:
+        if self.at(text):
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, text: str) -> _Tok:
+        t = self.toks[self.i]
+        if t.kind == "op" and t.text == text:
+            self.i += 1
+            return t
+        raise self.error(f"expected '{text}'", t)
+
+    def error(self, message: str, tok: _Tok | None = None) -> CELSyntaxError:
+        tok = tok or self.toks[self.i]
+        found = "<EOF>" if tok.kind == "eof" else tok.text
+        return CELSyntaxError(f"{message}, found '{found}'", self.src, tok.pos)
+
+    # -- grammar ------------------------------------------------------------------------------------
+    def parse(self) -> Node:
+        node = self.expr()
+        if self.peek().kind != "eof":
+            raise self.error("extraneous input")
+        return node
+
+    def expr(self) -> Node:
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            raise CELSyntaxError("expression recursion limit exceeded", self.src, self.peek().pos)
+        node = self.or_expr()
+        if self.accept("?"):
+            then = self.or_expr()
+            self.expect(":")
+            other = self.expr()
+            node = Cond(node, then, other)
+        self.depth -= 1
+        return node
+
+    def or_expr(self) -> Node:
+        node = self.and_expr()
+        while self.accept("||"):
+            node = Binary("||", node, self.and_expr())
+        return node
+
+    def and_expr(self) -> Node:
+        node = self.relation()
+        while self.accept("&&"):
+            node = Binary("&&", node, self.relation())
+        return node
+
+    def relation(self) -> Node:
+        node = self.addition()
+        while True:
+            t = self.peek()
+            if t.kind == "op" and t.text in _RELOPS:
+                self.i += 1
+                node = Binary(t.text, node, self.addition())
+            else:
+                return node
+
+    def addition(self) -> Node:
+        node = self.multiplication()
+        while True:
+            t = self.peek()
+            if t.kind == "op" and t.text in "+-":
+                self.i += 1
+                node = Binary(t.text, node, self.multiplication())
+            else:
+                return node
+
+    def multiplication(self) -> Node:
+        node = self.unary()
+        while True:
+            t = self.peek()
+            if t.kind == "op" and t.text in ("*", "/", "%"):
+                self.i += 1
+                node = Binary(t.text, node, self.unary())
+            else:
+                return node
+
+    def unary(self) -> Node:
+        if self.at("!"):
+            count = 0
+            while self.accept("!"):
+                count += 1
+            node = self.member()
+            for _ in range(count):
+                node = Unary("!", node)
+            return node
+        if self.at("-"):
+            count = 0
+            while self.at("-"):
+                nxt = self.peek(1)
+                if nxt.kind in ("int", "double"):
+                    break  # the last '-' is the sign of a numeric literal
+                self.i += 1
+                count += 1
+            node = self.member()
+            for _ in range(count):
+                node = Unary("-", node)
+            return node
+        return self.member()
+
+    def member(self) -> Node:
+        node = self.primary()
+        while True:
+            if self.accept("."):
+                optional = self.accept("?")
+                t = self.peek()
+                if t.kind == "ident":
+                    self.i += 1
+                    if not optional and self.at("("):
+                        node = Call(t.text, self.call_args(), node)
+                    else:
+                        node = Select(node, t.text, optional)
+                elif t.kind == "qident":
+                    self.i += 1
+                    node = Select(node, cast(str, t.value), optional, quoted=True)
+                else:
+                    raise self.error("expected a field name")
+            elif self.accept("["):
+                optional = self.accept("?")
+                index = self.expr()
+                self.expect("]")
+                node = Index(node, index, optional)
+            elif self.at("{") and _qualified_name(node) is not None:
+                name = cast(str, _qualified_name(node))
+                self.i += 1
+                node = StructLit(name, self.field_inits())
+            else:
+                return node
+
+    def call_args(self) -> tuple[Node, ...]:
+        self.expect("(")
+        args: list[Node] = []
+        if not self.accept(")"):
+            args.append(self.expr())
+            while self.accept(","):
+                args.append(self.expr())
+            self.expect(")")
+        return tuple(args)
+
+    def field_inits(self) -> tuple[tuple[str, Node, bool], ...]:
+        fields: list[tuple[str, Node, bool]] = []
+        while not self.at("}"):
+            optional = self.accept("?")
+            t = self.peek()
+            if t.kind not in ("ident", "qident"):
+                raise self.error("expected a field name")
+            self.i += 1
+            self.expect(":")
+            fields.append((t.text, self.expr(), optional))
+            if not self.accept(","):
+                break
+        self.expect("}")
+        return tuple(fields)
+
+    def primary(self) -> Node:
+        t = self.peek()
+        if t.kind == "op":
+            if t.text == ".":
+                self.i += 1
+                name = self.peek()
+                if name.kind != "ident":
+                    raise self.error("expected an identifier")
+                self.i += 1
+                if self.at("("):
+                    return Call(name.text, self.call_args(), None, leading_dot=True)
+                return Ident(name.text, leading_dot=True)
+            if t.text == "(":
+                self.i += 1
+                node = self.expr()
+                self.expect(")")
+                return node
+            if t.text == "[":
+                self.i += 1
+                elems: list[Node] = []
+                opts: list[bool] = []
+                while not self.at("]"):
+                    opts.append(self.accept("?"))
+                    elems.append(self.expr())
+                    if not self.accept(","):
+                        break
+                self.expect("]")
+                return ListLit(tuple(elems), tuple(opts))
+            if t.text == "{":
+                self.i += 1
+                entries: list[tuple[Node, Node, bool]] = []
+                while not self.at("}"):
+                    optional = self.accept("?")
+                    key = self.expr()
+                    self.expect(":")
+                    entries.append((key, self.expr(), optional))
+                    if not self.accept(","):
+                        break
+                self.expect("}")
+                return MapLit(tuple(entries))
+            if t.text == "-":
+                nxt = self.peek(1)
+                if nxt.kind in ("int", "double"):
+                    self.i += 2
+                    return self.number(nxt, negative=True, sign_pos=t.pos)
+            raise self.error("mismatched input")
+        if t.kind == "ident":
+            self.i += 1
+            if t.text in _RESERVED:
+                raise CELSyntaxError(f"reserved identifier: {t.text}", self.src, t.pos)
+            if self.at("("):
+                return Call(t.text, self.call_args())
+            return Ident(t.text)
+        if t.kind in ("int", "uint", "double"):
+            self.i += 1
+            return self.number(t, negative=False, sign_pos=t.pos)
+        if t.kind in ("string", "bytes", "bool", "null"):
+            self.i += 1
+            return Lit(t.kind, t.text, t.value)
+        raise self.error("mismatched input")
+
+    def number(self, t: _Tok, negative: bool, sign_pos: int) -> Lit:
+        text = ("-" if negative else "") + t.text
+        if t.kind == "double":
+            v = cast(float, t.value)
+            return Lit("double", text, -v if negative else v)
+        iv = cast(int, t.value)
+        if t.kind == "uint":
+            if iv > 2**64 - 1:
+                raise CELSyntaxError("invalid uint literal", self.src, t.pos)
+            return Lit("uint", text, iv)
+        iv = -iv if negative else iv
+        if not -(2**63) <= iv <= 2**63 - 1:
+            raise CELSyntaxError("invalid int literal", self.src, sign_pos)
+        return Lit("int", text, iv)
+
+
+def _qualified_name(node: Node) -> str | None:
+    if isinstance(node, Ident):
+        return ("." if node.leading_dot else "") + node.name
+    if isinstance(node, Select) and not node.optional and not node.quoted:
+        base = _qualified_name(node.operand)
+        return None if base is None else f"{base}.{node.field}"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_expression(src: str) -> Node:
+    """Parse a CEL expression into this module's syntax tree. Raises :class:`CELCompileError`."""
+    try:
+        return _Parser(src).parse()
+    except CELSyntaxError as e:
+        raise CELCompileError(str(e)) from None
+    except RecursionError:
+        raise CELCompileError("ERROR: <input>: expression recursion limit exceeded") from None
+
+
+_PRECEDENCE = {"||": 1, "&&": 2, "+": 4, "-": 4, "*": 5, "/": 5, "%": 5} | dict.fromkeys(_RELOPS, 3)
+_MEMBER_PRECEDENCE = 7
+
+
+def _precedence(node: Node) -> int:
+    if isinstance(node, Cond):
+        return 0
+    if isinstance(node, Binary):
+        return _PRECEDENCE[node.op]
+    if isinstance(node, Unary) or (isinstance(node, Lit) and node.text.startswith("-")):
+        return 6
+    return _MEMBER_PRECEDENCE
+
+
+def _paren(node: Node, minimum: int) -> str:
+    s = unparse(node)
+    return s if _precedence(node) >= minimum else f"({s})"
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unparse(node: Node) -> str:
+    """Print a syntax tree back to CEL source (parenthesised where precedence requires)."""
+    if isinstance(node, Lit):
+        return node.text
+    if isinstance(node, Ident):
+        return ("." if node.leading_dot else "") + node.name
+    if isinstance(node, Select):
+        name = f"`{node.field}`" if node.quoted else node.field
+        return f"{_paren(node.operand, _MEMBER_PRECEDENCE)}.{'?' if node.optional else ''}{name}"
+    if isinstance(node, Call):
+        args = ", ".join(unparse(a) for a in node.args)
+        if node.target is not None:
+            return f"{_paren(node.target, _MEMBER_PRECEDENCE)}.{node.fn}({args})"
+        return f"{'.' if node.leading_dot else ''}{node.fn}({args})"
+    if isinstance(node, Index):
+        index = unparse(node.index)
+        return f"{_paren(node.operand, _MEMBER_PRECEDENCE)}[{'?' if node.optional else ''}{index}]"
+    if isinstance(node, Unary):
+        return f"{node.op}{_paren(node.operand, _MEMBER_PRECEDENCE)}"
+    if isinstance(node, Binary):
+        p = _PRECEDENCE[node.op]
+        return f"{_paren(node.left, p)} {node.op} {_paren(node.right, p + 1)}"
+    if isinstance(node, Cond):
+        return f"{_paren(node.cond, 1)} ? {_paren(node.then, 1)} : {unparse(node.other)}"
+    if isinstance(node, ListLit):
+        items = zip(node.elems, node.optional, strict=True)
+        return "[" + ", ".join(("?" if o else "") + unparse(e) for e, o in items) + "]"
+    if isinstance(node, MapLit):
+        return "{" + ", ".join(f"{'?' if o else ''}{unparse(k)}: {unparse(v)}" for k, v, o in node.entries) + "}"
+    fields = ", ".join(f"{'?' if o else ''}{n}: {unparse(v)}" for n, v, o in node.fields)
+    return f"{node.name}{{{fields}}}"
+
+
+def _children(node: Node) -> Iterator[Node]:
+    if isinstance(node, Select):
+        yield node.operand
+    elif isinstance(node, Call):
+        if node.target is not None:
+            yield node.target
+        yield from node.args
+    elif isinstance(node, Index):
+        yield node.operand
+        yield node.index
+    elif isinstance(node, Unary):
+        yield node.operand
+    elif isinstance(node, Binary):
+        yield node.left
+        yield node.right
+    elif isinstance(node, Cond):
+        yield node.cond
+        yield node.then
+        yield node.other
+    elif isinstance(node, ListLit):
+        yield from node.elems
+    elif isinstance(node, MapLit):
+        for k, v, _ in node.entries:
+            yield k
+            yield v
+    elif isinstance(node, StructLit):
+        for _, v, _ in node.fields:
+            yield v
+
+
+# =====================================================================================================
+# Analysis: macros/scopes, device field checks, rewrites, cost estimate, light type inference
+# =====================================================================================================
+
+_DEVICE_FIELDS = frozenset(("driver", "attributes", "capacity", "allowMultipleAllocations"))
+_ONE_VAR_MACROS = frozenset(("all", "exists", "exists_one", "existsOne", "filter", "map", "sortBy", "optMap"))
+_ONE_VAR_MACROS_EXTRA = frozenset(("optFlatMap",))
+_TWO_VAR_MACROS = frozenset(("transformList", "transformMap", "transformMapEntry"))
+_TYPE_IDENTS = frozenset(
+    ("int", "uint", "double", "string", "bool", "bytes", "list", "map", "null_type", "type", "dyn")
+)
+_NAMESPACES = frozenset(("cel", "optional", "strings", "math", "sets", "lists", "base64", "google"))
+
+
+def _macro_vars(node: Call) -> tuple[str, ...] | None:
+    """Iteration variables when ``node`` is a comprehension macro call, else None."""
+    if node.target is None or not node.args or not isinstance(node.args[0], Ident):
+        return None
+    fn, args = node.fn, node.args
+    first = cast(Ident, args[0]).name
+    if fn in _TWO_VAR_MACROS and len(args) in (3, 4) and isinstance(args[1], Ident):
+        return (first, args[1].name)
+    if fn in ("all", "exists", "exists_one", "existsOne") and len(args) == 3 and isinstance(args[1], Ident):
+        return (first, args[1].name)
+    if fn in _ONE_VAR_MACROS and len(args) == 2:
+        return (first,)
+    if fn in _ONE_VAR_MACROS_EXTRA and len(args) == 2:
+        return (first,)
+    if fn == "map" and len(args) == 3:
+        return (first,)
+    return None
+
+
+def _is_bind(node: Call) -> bool:
+    return (
+        node.fn == "bind"
+        and isinstance(node.target, Ident)
+        and node.target.name == "cel"
+        and not node.target.leading_dot
+        and len(node.args) == 3
+        and isinstance(node.args[0], Ident)
+    )
+
+
+def _is_has(node: Call) -> bool:
+    return node.target is None and node.fn == "has" and len(node.args) == 1 and isinstance(node.args[0], Select)
+
+
+def _device_field(node: Node, scope: Mapping[str, str]) -> str | None:
+    """``driver``/``attributes``/... when node is ``device.<field>`` (``device`` not shadowed)."""
+    if (
+        isinstance(node, Select)
+        and not node.optional
+        and isinstance(node.operand, Ident)
+        and node.operand.name == "device"
+        and (node.operand.leading_dot or "device" not in scope)
+    ):
+        return node.field
+    return None
+
+
+def _domain_map_kind(node: Node, scope: Mapping[str, str]) -> str | None:
+    """ "attrs"/"caps" when node denotes device.attributes / device.capacity (or a cel.bind alias)."""
+    f = _device_field(node, scope)
+    if f == "attributes":
+        return "attrs"
+    if f == "capacity":
+        return "caps"
+    if isinstance(node, Ident) and not node.leading_dot:
+        kind = scope.get(node.name)
+        if kind in ("attrs", "caps"):
+            return kind
+    return None
+
+
+def _check_names(node: Node, scope: Mapping[str, str], strict: bool) -> None:
+    """Reject unknown ``device`` fields (all engines) and undeclared identifiers (unchecked engines)."""
+    if (
+        isinstance(node, Select)
+        and isinstance(node.operand, Ident)
+        and node.operand.name == "device"
+        and (node.operand.leading_dot or "device" not in scope)
+    ):
+        if node.field not in _DEVICE_FIELDS:
+            raise CELCompileError(f"undefined field '{node.field}'")
+        return
+    if isinstance(node, Ident):
+        name = node.name
+        if not node.leading_dot and name in scope:
+            return
+        if name == "device":
+            raise CELCompileError(
+                "undeclared reference to 'device' (only device.driver, device.attributes, device.capacity "
+                "and device.allowMultipleAllocations are available)"
+            )
+        if strict and name not in _TYPE_IDENTS:
+            raise CELCompileError(f"undeclared reference to '{name}'")
+        return
+    if isinstance(node, Call):
+        if _is_bind(node):
+            var = cast(Ident, node.args[0]).name
+            _check_names(node.args[1], scope, strict)
+            _check_names(node.args[2], {**scope, var: "var"}, strict)
+            return
+        names = _macro_vars(node)
+        if names is not None:
+            assert node.target is not None
+            _check_names(node.target, scope, strict)
+            inner = {**scope, **dict.fromkeys(names, "var")}
+            for arg in node.args[len(names) :]:
+                _check_names(arg, inner, strict)
+            return
+        if isinstance(node.target, Ident) and node.target.name in _NAMESPACES and node.target.name not in scope:
+            for arg in node.args:
+                _check_names(arg, scope, strict)
+            return
+    for child in _children(node):
+        _check_names(child, scope, strict)
+
+
+def _string_lit(s: str) -> Lit:
+    return Lit("string", _quote(s), s)
+
+
+def _empty_map() -> MapLit:
+    return MapLit(())
+
+
+def _rewrite(node: Node, scope: Mapping[str, str]) -> Node:
+    """Give unknown domains of device.attributes / device.capacity their empty-map default."""
+    if isinstance(node, Index) and not node.optional and _domain_map_kind(node.operand, scope):
+        operand = _rewrite(node.operand, scope)
+        index = _rewrite(node.index, scope)
+        return Cond(Binary("in", index, operand), Index(operand, index), _empty_map())
+    if isinstance(node, Select) and not node.optional and _domain_map_kind(node.operand, scope):
+        operand = _rewrite(node.operand, scope)
+        return Cond(
+            Binary("in", _string_lit(node.field), operand),
+            Select(operand, node.field, quoted=node.quoted),
+            _empty_map(),
+        )
+    if isinstance(node, Call):
+        if _is_has(node):
+            sel = cast(Select, node.args[0])
+            if _domain_map_kind(sel.operand, scope):  # has(device.attributes.dom): a presence test
+                return node
+            return Call(node.fn, (Select(_rewrite(sel.operand, scope), sel.field, sel.optional, sel.quoted),))
+        if _is_bind(node):
+            var = cast(Ident, node.args[0]).name
+            init = node.args[1]
+            kind = _domain_map_kind(init, scope) or "var"
+            return Call(
+                node.fn,
+                (node.args[0], _rewrite(init, scope), _rewrite(node.args[2], {**scope, var: kind})),
+                node.target,
+            )
+        names = _macro_vars(node)
+        if names is not None:
+            assert node.target is not None
+            inner = {**scope, **dict.fromkeys(names, "var")}
+            args = node.args[: len(names)] + tuple(_rewrite(a, inner) for a in node.args[len(names) :])
+            return Call(node.fn, args, _rewrite(node.target, scope), node.leading_dot)
+    return _map_children(node, lambda child: _rewrite(child, scope))
+
+
+def _map_children(node: Node, fn: Callable[[Node], Node]) -> Node:
+    if isinstance(node, Lit | Ident):
+        return node
+    if isinstance(node, Select):
+        return Select(fn(node.operand), node.field, node.optional, node.quoted)
+    if isinstance(node, Call):
+        target = None if node.target is None else fn(node.target)
+        return Call(node.fn, tuple(fn(a) for a in node.args), target, node.leading_dot)
+    if isinstance(node, Index):
+        return Index(fn(node.operand), fn(node.index), node.optional)
+    if isinstance(node, Unary):
+        return Unary(node.op, fn(node.operand))
+    if isinstance(node, Binary):
+        return Binary(node.op, fn(node.left), fn(node.right))
+    if isinstance(node, Cond):
+        return Cond(fn(node.cond), fn(node.then), fn(node.other))
+    if isinstance(node, ListLit):
+        return ListLit(tuple(fn(e) for e in node.elems), node.optional)
+    if isinstance(node, MapLit):
+        return MapLit(tuple((fn(k), fn(v), o) for k, v, o in node.entries))
+    return StructLit(node.name, tuple((n, fn(v), o) for n, v, o in node.fields))
+
+
+def _expand_binds(node: Node, env: Mapping[str, Node]) -> Node:
+    """Replace ``cel.bind(v, init, body)`` by ``body[v := init]`` (for engines without bindings)."""
+    if isinstance(node, Ident):
+        if not node.leading_dot and node.name in env:
+            return env[node.name]
+        return node
+    if isinstance(node, Call):
+        if _is_bind(node):
+            var = cast(Ident, node.args[0]).name
+            init = _expand_binds(node.args[1], env)
+            return _expand_binds(node.args[2], {**env, var: init})
+        names = _macro_vars(node)
+        if names is not None:
+            assert node.target is not None
+            inner = {k: v for k, v in env.items() if k not in names}
+            args = node.args[: len(names)] + tuple(_expand_binds(a, inner) for a in node.args[len(names) :])
+            return Call(node.fn, args, _expand_binds(node.target, env), node.leading_dot)
+    return _map_children(node, lambda child: _expand_binds(child, env))
+
+
+# -- cost ----------------------------------------------------------------------------------------------
+
+_HINT_DOMAINS = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice: domains and identifiers per map
+_HINT_LIST = 64  # list attributes and lists of unknown size
+_HINT_STRING = 64
+_HINT_DRIVER = 63
+
+
+def estimate_cost(expression: str | Node) -> int:
+    """Static worst-case cost estimate of a selector (see the module docstring)."""
+    node = parse_expression(expression) if isinstance(expression, str) else expression
+    return _estimate(node, {})[0]
+
+
+def _estimate(node: Node, scope: Mapping[str, int]) -> tuple[int, int]:
+    """(cost, size) where size is the estimated length of a list/map/string value."""
+    if isinstance(node, Lit):
+        if isinstance(node.value, str | bytes):
+            return 0, len(node.value)
+        return 0, 1
+    if isinstance(node, Ident):
+        return 1, scope.get(node.name, _HINT_LIST)
+    if isinstance(node, Select):
+        f = _device_field(node, {k: "var" for k in scope})
+        if f is not None:
+            return 2, _HINT_DRIVER if f == "driver" else _HINT_DOMAINS
+        cost, size = _estimate(node.operand, scope)
+        inner = _HINT_DOMAINS if _domain_map_kind(node.operand, {k: "var" for k in scope}) else _HINT_LIST
+        return cost + 1, inner
+    if isinstance(node, Index):
+        c1, _ = _estimate(node.operand, scope)
+        c2, _ = _estimate(node.index, scope)
+        inner = _HINT_DOMAINS if _domain_map_kind(node.operand, {k: "var" for k in scope}) else _HINT_LIST
+        return c1 + c2 + 1, inner
+    if isinstance(node, Unary):
+        cost, size = _estimate(node.operand, scope)
+        return cost + 1, size
+    if isinstance(node, Binary):
+        lc, ls = _estimate(node.left, scope)
+        rc, rs = _estimate(node.right, scope)
+        if node.op in ("&&", "||"):
+            return lc + rc, 1
+        if node.op == "+":
+            return lc + rc + 1, ls + rs
+        return lc + rc + 1, 1
+    if isinstance(node, Cond):
+        cc, _ = _estimate(node.cond, scope)
+        tc, ts = _estimate(node.then, scope)
+        fc, fs = _estimate(node.other, scope)
+        return cc + max(tc, fc), max(ts, fs)
+    if isinstance(node, ListLit):
+        return 10 + sum(_estimate(e, scope)[0] for e in node.elems), len(node.elems)
+    if isinstance(node, MapLit):
+        cost = sum(_estimate(k, scope)[0] + _estimate(v, scope)[0] for k, v, _ in node.entries)
+        return 30 + cost, len(node.entries)
+    if isinstance(node, StructLit):
+        return 40 + sum(_estimate(v, scope)[0] for _, v, _ in node.fields), len(node.fields)
+    # Call
+    if _is_has(node):
+        sel = cast(Select, node.args[0])
+        return _estimate(sel.operand, scope)[0] + 1, 1
+    if _is_bind(node):
+        var = cast(Ident, node.args[0]).name
+        ic, isize = _estimate(node.args[1], scope)
+        bc, bsize = _estimate(node.args[2], {**scope, var: isize})
+        return ic + bc, bsize
+    names = _macro_vars(node)
+    if names is not None:
+        assert node.target is not None
+        rc, rsize = _estimate(node.target, scope)
+        loop_scope = {**scope, **dict.fromkeys(names, _HINT_LIST)}
+        body = sum(_estimate(a, loop_scope)[0] for a in node.args[len(names) :])
+        return rc + 1 + rsize * (body + 2), rsize
+    cost = 1 + sum(_estimate(a, scope)[0] for a in node.args)
+    if node.target is not None:
+        cost += _estimate(node.target, scope)[0]
+    return cost, _HINT_STRING if node.fn in _STRING_RESULT_FNS else _HINT_LIST
+
+
+# -- light type inference (only for engines without a checker) ---------------------------------------
+
+_Q = "kubernetes.Quantity"
+_V = "kubernetes.Semver"
+_OPAQUE = frozenset((_Q, _V))
+_BOOL_FNS = frozenset(
+    (
+        "isQuantity",
+        "isSemver",
+        "isGreaterThan",
+        "isLessThan",
+        "isInteger",
+        "matches",
+        "startsWith",
+        "endsWith",
+        "contains",
+        "includes",
+        "has",
+        "all",
+        "exists",
+        "exists_one",
+        "existsOne",
+        "bool",
+    )
+)
+_INT_FNS = frozenset(
+    ("compareTo", "sign", "asInteger", "major", "minor", "patch", "size", "int", "indexOf", "lastIndexOf")
+)
+_STRING_RESULT_FNS = frozenset(
+    ("string", "lowerAscii", "upperAscii", "trim", "replace", "substring", "charAt", "find", "join", "format")
+)
+_LIST_FNS = frozenset(("findAll", "split", "map", "filter", "transformList", "sortBy"))
+_RELATIONAL = frozenset(("<", "<=", ">", ">="))
+
+
+def _infer(node: Node, scope: Mapping[str, str]) -> str:
+    """A coarse static type ("dyn" when unknown); raises CELCompileError for Quantity/Semver misuse."""
+    if isinstance(node, Lit):
+        return {"null": "null_type"}.get(node.kind, node.kind)
+    if isinstance(node, Ident):
+        t = scope.get(node.name, "dyn") if not node.leading_dot else "dyn"
+        return "map" if t in ("attrs", "caps") else t
+    if isinstance(node, Select | Index):
+        operand = node.operand
+        f = _device_field(node, scope) if isinstance(node, Select) else None
+        if f is not None:
+            return {"driver": "string", "allowMultipleAllocations": "bool"}.get(f, "map")
+        if isinstance(node, Index):
+            _infer(node.index, scope)
+        kind = _domain_map_kind(operand, scope)
+        if kind is not None:
+            _infer(operand, scope)
+            return "capdomain" if kind == "caps" else "map"
+        ot = _infer(operand, scope)
+        if ot == "capdomain" and not node.optional:
+            return _Q
+        return "optional" if node.optional else "dyn"
+    if isinstance(node, Unary):
+        t = _infer(node.operand, scope)
+        if node.op == "!":
+            return "bool"
+        if t in _OPAQUE:
+            raise CELCompileError(f"found no matching overload for '-_' applied to '({t})'")
+        return t if t in ("int", "double") else "dyn"
+    if isinstance(node, Binary):
+        lt, rt = _infer(node.left, scope), _infer(node.right, scope)
+        lt, rt = ("map" if lt == "capdomain" else lt), ("map" if rt == "capdomain" else rt)
+        if node.op in ("&&", "||", "==", "!=", "in"):
+            return "bool"
+        if lt in _OPAQUE or rt in _OPAQUE:
+            raise CELCompileError(f"found no matching overload for '_{node.op}_' applied to '({lt}, {rt})'")
+        if node.op in _RELATIONAL:
+            return "bool"
+        return lt if lt == rt and lt != "bool" else "dyn"
+    if isinstance(node, Cond):
+        _infer(node.cond, scope)
+        a, b = _infer(node.then, scope), _infer(node.other, scope)
+        return a if a == b else "dyn"
+    if isinstance(node, ListLit):
+        for e in node.elems:
+            _infer(e, scope)
+        return "list"
+    if isinstance(node, MapLit):
+        for k, v, _ in node.entries:
+            _infer(k, scope)
+            _infer(v, scope)
+        return "map"
+    if isinstance(node, StructLit):
+        return "dyn"
+    # Call
+    if _is_has(node):
+        return "bool"
+    if _is_bind(node):
+        var = cast(Ident, node.args[0]).name
+        it = _infer(node.args[1], scope)
+        kind = _domain_map_kind(node.args[1], scope)
+        return _infer(node.args[2], {**scope, var: kind or it})
+    names = _macro_vars(node)
+    if names is not None:
+        assert node.target is not None
+        _infer(node.target, scope)
+        loop_scope = {**scope, **dict.fromkeys(names, "dyn")}
+        for arg in node.args[len(names) :]:
+            _infer(arg, loop_scope)
+        fn = node.fn
+        if fn in _BOOL_FNS:
+            return "bool"
+        return "map" if fn in ("transformMap", "transformMapEntry") else "list" if fn in _LIST_FNS else "dyn"
+    target_type = _infer(node.target, scope) if node.target is not None else None
+    arg_types = [_infer(arg, scope) for arg in node.args]
+    fn = node.fn
+    if fn in ("compareTo", "isGreaterThan", "isLessThan") and len(arg_types) == 1:
+        other = "map" if arg_types[0] == "capdomain" else arg_types[0]
+        if target_type in _OPAQUE and other != target_type and other not in ("dyn", "optional"):
+            raise CELCompileError(f"found no matching overload for '{fn}' applied to '({target_type}, {other})'")
+    if fn == "quantity":
+        return _Q
+    if fn == "semver":
+        return _V
+    if fn in ("add", "sub") and target_type == _Q:
+        return _Q
+    if fn in _BOOL_FNS:
+        return "bool"
+    if fn in _INT_FNS:
+        return "int"
+    if fn in _STRING_RESULT_FNS:
+        return "string"
+    if fn in ("asApproximateFloat", "double"):
+        return "double"
+    if fn in _LIST_FNS:
+        return "list"
+    if fn in ("uint", "bytes", "type", "duration", "timestamp"):
+        return fn
+    return "dyn"
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysed:
+    text: str  # what the engine compiles
+    cost: int
+    tree: Node
+
+
+def _analyse(expression: str, *, checked: bool, supports_bind: bool, rewrite_domains: bool) -> _Analysed:
+    tree = parse_expression(expression)
+    _check_names(tree, {}, strict=not checked)
+    cost = _estimate(tree, {})[0]
+    if not checked:
+        result = _infer(tree, {})
+        if result == "capdomain":
+            result = "map"
+        if result not in ("bool", "dyn", "optional"):
+            raise CELCompileError(f"must evaluate to bool or the unknown type, not {result}")
+    work = tree if supports_bind else _expand_binds(tree, {})
+    if rewrite_domains:
+        work = _rewrite(work, {})
+    text = expression if work == tree else unparse(work)
+    return _Analysed(text, cost, tree)
+
+
+# =====================================================================================================
+# Kubernetes library helpers shared by the engines
+# =====================================================================================================
+
+
+@functools.lru_cache(maxsize=65536)
+def _fraction(tag: str) -> Fraction:
+    return Fraction(tag)
+
+
+@functools.lru_cache(maxsize=8192)
+def _version_from_tag(tag: str) -> Version:
+    return parse_semver(tag)
+
+
+def _quantity_or_error(s: str) -> Quantity:
+    try:
+        return parse_quantity(s)
+    except QuantityError as e:
+        raise ValueError(str(e)) from None
+
+
+def _semver_or_error(s: str, normalize: bool) -> Version:
+    try:
+        return parse_semver(s, normalize)
+    except SemverError as e:
+        raise ValueError(str(e)) from None
+
+
+def _is_quantity(s: str) -> bool:
+    try:
+        parse_quantity(s)
+    except QuantityError:
+        return False
+    return True
+
+
+def _is_semver(s: str, normalize: bool) -> bool:
+    try:
+        parse_semver(s, normalize)
+    except SemverError:
+        return False
+    return True
+
+
+def _cmp(a: Fraction | Version, b: Fraction | Version) -> int:
+    return (a > b) - (a < b)  # type: ignore[operator]
+
+
+def _regex_find(s: str, pattern: str) -> str:
+    try:
+        m = _compile_regex(pattern).search(s)
+    except re.error as e:
+        raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+    return "" if m is None else m.group(0)
+
+
+def _regex_find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    try:
+        found = [m.group(0) for m in _compile_regex(pattern).finditer(s)]
+    except re.error as e:
+        raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+    return found if limit < 0 else found[:limit]
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _cel_equal(a: object, b: object) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _includes(x: object, v: object) -> bool:
+    if isinstance(x, list | tuple):
+        if len(x) > INCLUDES_MAX_LIST:
+            raise ValueError(f"'includes' function cannot be applied to lists longer than {INCLUDES_MAX_LIST} values")
+        return any(_cel_equal(e, v) for e in x)
+    return _cel_equal(x, v)
+
+
+_STATUS_PREFIX = re.compile(r"^(?:[A-Z_]+: )+")
+_KEY_NOT_FOUND = re.compile(r'Key not found in map ?: ?"?(.*?)"?$')
+
+
+def _clean_status(msg: str) -> str:
+    msg = _STATUS_PREFIX.sub("", msg.strip())
+    return re.sub(r" \[[A-Z_]+\]$", "", msg)
+
+
+# =====================================================================================================
+# Engine: cel-expr-python (cel-cpp)
+# =====================================================================================================
+
+_XP = "cel-expr-python"
+_QKEY = "@q"
+_VKEY = 0
+
+
+def _xp_tag_quantity(q: Quantity) -> dict[str, str]:
+    return {_QKEY: str(q.value)}
+
+
+def _xp_tag_version(v: Version) -> dict[int, str]:
+    return {_VKEY: v.core()}
+
+
+def _xp_value(v: object) -> object:
+    if isinstance(v, Version):
+        return _xp_tag_version(v)
+    if isinstance(v, tuple | list):
+        return [_xp_value(e) for e in v]
+    if isinstance(v, bool | str) or (isinstance(v, int) and -(2**63) <= v < 2**63):
+        return v
+    raise TypeError(f"unsupported attribute value {v!r}")
+
+
+def _xp_num(d: Mapping[Any, Any]) -> Fraction | Version:
+    if _QKEY in d:
+        return _fraction(d[_QKEY])
+    if _VKEY in d:
+        return _version_from_tag(d[_VKEY])
+    raise ValueError("no such overload")
+
+
+def _xp_compare(a: Mapping[Any, Any], b: Mapping[Any, Any]) -> int:
+    x, y = _xp_num(a), _xp_num(b)
+    if type(x) is not type(y):
+        raise ValueError("no such overload")
+    return _cmp(x, y)
+
+
+def _xp_quantity_of(d: Mapping[Any, Any]) -> Fraction:
+    if _QKEY not in d:
+        raise ValueError("no such overload")
+    return _fraction(d[_QKEY])
+
+
+def _xp_version_of(d: Mapping[Any, Any]) -> Version:
+    if _VKEY not in d:
+        raise ValueError("no such overload")
+    return _version_from_tag(d[_VKEY])
+
+
+def _xp_add(a: Mapping[Any, Any], b: Any) -> dict[str, str]:
+    y = b if isinstance(b, int) and not isinstance(b, bool) else _xp_quantity_of(b)
+    return {_QKEY: str(_xp_quantity_of(a) + y)}
+
+
+def _xp_sub(a: Mapping[Any, Any], b: Any) -> dict[str, str]:
+    y = b if isinstance(b, int) and not isinstance(b, bool) else _xp_quantity_of(b)
+    return {_QKEY: str(_xp_quantity_of(a) - y)}
+
+
+def _xp_as_integer(a: Mapping[Any, Any]) -> int:
+    v = _xp_quantity_of(a)
+    if v.denominator != 1 or not -(2**63) <= v.numerator <= 2**63 - 1:
+        raise ValueError("cannot convert value to integer")
+    return v.numerator
+
+
+def _xp_is_integer(a: Mapping[Any, Any]) -> bool:
+    v = _xp_quantity_of(a)
+    return v.denominator == 1 and -(2**63) <= v.numerator <= 2**63 - 1
+
+
+def _xp_type_name(t: Any, q_type: Any = None, v_type: Any = None) -> str:
+    if q_type is not None and t == q_type:
+        return _Q
+    if v_type is not None and t == v_type:
+        return _V
+    name = re.sub(r"[A-Z_]+", lambda m: m.group(0).lower(), str(t.name()))
+    name = name.replace("<", "(").replace(">", ")").replace("null", "null_type")
+    return name.replace("map(string, string)", _Q).replace("map(int, string)", _V)
+
+
+def _xp_clean_compile(message: str) -> str:
+    message = _clean_status(message)
+    return message.replace("map(string, string)", _Q).replace("map(int, string)", _V)
+
+
+class _CelExprPythonEngine:
+    name = _XP
+
+    def __init__(self) -> None:
+        cel: Any = importlib.import_module("cel_expr_python.cel")
+        ext_strings: Any = importlib.import_module("cel_expr_python.ext.ext_strings")
+        ext_bindings: Any = importlib.import_module("cel_expr_python.ext.ext_bindings")
+        ext_optional: Any = importlib.import_module("cel_expr_python.ext.ext_optional")
+        self._cel = cel
+        T = cel.Type
+        Q = T.Map(T.STRING, T.STRING)
+        V = T.Map(T.INT, T.STRING)
+        self._q_type, self._v_type = Q, V
+        self._bool, self._dyn, self._error = T.BOOL, T.DYN, T.ERROR
+        Fn, Ov = cel.FunctionDecl, cel.Overload
+
+        def member(oid: str, ret: Any, params: list[Any], impl: Any = None) -> Any:
+            if impl is None:
+                return Ov(oid, ret, params, is_member=True)
+            return Ov(oid, ret, params, is_member=True, impl=impl)
+
+        def glob(oid: str, ret: Any, params: list[Any], impl: Any) -> Any:
+            return Ov(oid, ret, params, impl=impl)
+
+        def q_bool(pred: Callable[[int], bool]) -> Callable[[Any, Any], bool]:
+            return lambda a, b: pred(_xp_compare(a, b))
+
+        functions = [
+            Fn(
+                "quantity",
+                [glob("string_to_quantity", Q, [T.STRING], lambda s: _xp_tag_quantity(_quantity_or_error(s)))],
+            ),
+            Fn("isQuantity", [glob("is_quantity_string", T.BOOL, [T.STRING], _is_quantity)]),
+            Fn(
+                "semver",
+                [
+                    glob(
+                        "string_to_semver",
+                        V,
+                        [T.STRING],
+                        lambda s: _xp_tag_version(_semver_or_error(s, False)),
+                    ),
+                    glob(
+                        "string_bool_to_semver",
+                        V,
+                        [T.STRING, T.BOOL],
+                        lambda s, n: _xp_tag_version(_semver_or_error(s, bool(n))),
+                    ),
+                ],
+            ),
+            Fn(
+                "isSemver",
+                [
+                    glob("is_semver_string", T.BOOL, [T.STRING], lambda s: _is_semver(s, False)),
+                    glob(
+                        "is_semver_string_bool",
+                        T.BOOL,
+                        [T.STRING, T.BOOL],
+                        lambda s, n: _is_semver(s, bool(n)),
+                    ),
+                ],
+            ),
+            Fn(
+                "compareTo",
+                [
+                    member("quantity_compare_to", T.INT, [Q, Q], _xp_compare),
+                    member("semver_compare_to", T.INT, [V, V]),
+                ],
+            ),
+            Fn(
+                "isGreaterThan",
+                [
+                    member("quantity_is_greater_than", T.BOOL, [Q, Q], q_bool(lambda c: c == 1)),
+                    member("semver_is_greater_than", T.BOOL, [V, V]),
+                ],
+            ),
+            Fn(
+                "isLessThan",
+                [
+                    member("quantity_is_less_than", T.BOOL, [Q, Q], q_bool(lambda c: c == -1)),
+                    member("semver_is_less_than", T.BOOL, [V, V]),
+                ],
+            ),
+            Fn(
+                "add",
+                [
+                    member("quantity_add", Q, [Q, Q], _xp_add),
+                    member("quantity_add_int", Q, [Q, T.INT], _xp_add),
+                ],
+            ),
+            Fn(
+                "sub",
+                [
+                    member("quantity_sub", Q, [Q, Q], _xp_sub),
+                    member("quantity_sub_int", Q, [Q, T.INT], _xp_sub),
+                ],
+            ),
+            Fn("isInteger", [member("quantity_is_integer", T.BOOL, [Q], _xp_is_integer)]),
+            Fn("asInteger", [member("quantity_get_int", T.INT, [Q], _xp_as_integer)]),
+            Fn(
+                "asApproximateFloat",
+                [member("quantity_get_float", T.DOUBLE, [Q], lambda a: float(_xp_quantity_of(a)))],
+            ),
+            Fn("sign", [member("quantity_sign", T.INT, [Q], lambda a: _cmp(_xp_quantity_of(a), Fraction(0)))]),
+            Fn("major", [member("semver_major", T.INT, [V], lambda a: _xp_version_of(a).major)]),
+            Fn("minor", [member("semver_minor", T.INT, [V], lambda a: _xp_version_of(a).minor)]),
+            Fn("patch", [member("semver_patch", T.INT, [V], lambda a: _xp_version_of(a).patch)]),
+            Fn("find", [member("string_find_string", T.STRING, [T.STRING, T.STRING], _regex_find)]),
+            Fn(
+                "findAll",
+                [
+                    member("string_find_all_string", T.List(T.STRING), [T.STRING, T.STRING], _regex_find_all),
+                    member(
+                        "string_find_all_string_int",
+                        T.List(T.STRING),
+                        [T.STRING, T.STRING, T.INT],
+                        _regex_find_all,
+                    ),
+                ],
+            ),
+            # cel-expr-python cannot dispatch Python functions on dyn parameters: one overload per kind.
+            Fn(
+                "includes",
+                [
+                    member(f"{prefix}_includes_{kind}", T.BOOL, [T.List(t) if prefix == "list" else t, t], _includes)
+                    for kind, t in (("string", T.STRING), ("int", T.INT), ("bool", T.BOOL), ("semver", V))
+                    for prefix in ("list", kind)
+                ],
+            ),
+        ]
+        self._env = cel.NewEnv(
+            variables={
+                "device.driver": T.STRING,
+                "device.attributes": T.Map(T.STRING, T.Map(T.STRING, T.DYN)),
+                "device.capacity": T.Map(T.STRING, T.Map(T.STRING, Q)),
+                "device.allowMultipleAllocations": T.BOOL,
+            },
+            extensions=[ext_strings.ExtStrings(), ext_bindings.ExtBindings(), ext_optional.ExtOptional()],
+            functions=functions,
+        )
+
+    def compile(self, expression: str) -> Program:
+        try:
+            analysed = _analyse(expression, checked=True, supports_bind=True, rewrite_domains=True)
+        except CELCompileError as e:
+            if "Syntax error" in e.detail:  # prefer the engine's own wording when it agrees
+                try:
+                    self._env.compile(expression)
+                except RuntimeError as engine_error:
+                    raise CELCompileError(_xp_clean_compile(str(engine_error))) from None
+            raise
+        try:
+            compiled = self._env.compile(analysed.text)
+        except RuntimeError as e:
+            message = str(e)
+            if analysed.text != expression:  # report positions in the user's text when possible
+                try:
+                    self._env.compile(expression)
+                except RuntimeError as original_error:
+                    message = str(original_error)
+            raise CELCompileError(_xp_clean_compile(message)) from None
+        rt = compiled.return_type()
+        if not (rt == self._bool or rt == self._dyn):
+            name = _xp_type_name(rt, self._q_type, self._v_type)
+            raise CELCompileError(f"must evaluate to bool or the unknown type, not {name}")
+        return _CelExprProgram(expression, analysed.cost, compiled, self)
+
+    def activation(self, device: DeviceInput) -> Any:
+        act = device._activations.get(_XP)
+        if act is None:
+            try:
+                act = self._build_activation(device)
+            except Exception as e:  # e.g. an attribute without a supported value
+                raise CELRuntimeError(f"unsupported attribute value: {e}") from None
+            device._activations[_XP] = act
+        return act
+
+    def _build_activation(self, device: DeviceInput) -> Any:
+        data = {
+            "device.driver": device.driver,
+            "device.attributes": {
+                dom: {k: _xp_value(v) for k, v in ids.items()} for dom, ids in device.attributes.items()
+            },
+            "device.capacity": {
+                dom: {k: _xp_tag_quantity(q) for k, q in ids.items()} for dom, ids in device.capacity.items()
+            },
+            "device.allowMultipleAllocations": bool(device.allow_multiple_allocations),
+        }
+        return self._env.Activation(data)
+
+    def result_error(self, value: Any, plain: object) -> CELRuntimeError:
+        t = value.type()
+        if t == self._error:
+            msg = _clean_status(str(plain))
+            m = _KEY_NOT_FOUND.search(msg)
+            if m is not None:
+                msg = f"no such key: {m.group(1)}"
+            return CELRuntimeError(msg)
+        if isinstance(plain, dict) and _QKEY in plain:
+            name = _Q
+        elif isinstance(plain, dict) and _VKEY in plain:
+            name = _V
+        else:
+            name = _xp_type_name(t).split("(")[0]
+        return CELRuntimeError(f"CEL result of type {name} could not be converted to bool")
+
+
+class _CelExprProgram:
+    __slots__ = ("_compiled", "_engine", "estimated_cost", "expression")
+
+    def __init__(self, expression: str, cost: int, compiled: Any, engine: _CelExprPythonEngine) -> None:
+        self.expression = expression
+        self.estimated_cost = cost
+        self._compiled = compiled
+        self._engine = engine
+
+    def matches(self, device: DeviceInput) -> bool:
+        if self.estimated_cost > COST_LIMIT:
+            raise CELRuntimeError(_COST_EXCEEDED)
+        act = device._activations.get(_XP)
+        if act is None:
+            act = self._engine.activation(device)
+        value = self._compiled.eval(act)
+        try:
+            plain = value.value()
+        except (TypeError, RuntimeError, AssertionError):
+            plain = None
+        if plain is True:
+            return True
+        if plain is False:
+            return False
+        raise self._engine.result_error(value, plain)
+
+    def __repr__(self) -> str:
+        return f"<{_XP} program {self.expression!r}>"
+
+
+# =====================================================================================================
+# Engine: cel-python (celpy)
+# =====================================================================================================
+
+_PY = "cel-python"
+
+
+class _PyQuantity:
+    """A Quantity inside celpy: equality by value, deliberately no ordering/arithmetic operators."""
+
+    __slots__ = ("q",)
+
+    def __init__(self, q: Quantity) -> None:
+        self.q = q
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _PyQuantity) and self.q.value == other.q.value
+
+    def __hash__(self) -> int:
+        return hash(self.q.value)
+
+    def __repr__(self) -> str:
+        return f"quantity({str(self.q)!r})"
+
+
+class _PyVersion:
+    """A Semver inside celpy: equality by precedence, deliberately no ordering operators."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Version) -> None:
+        self.v = v
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _PyVersion) and self.v == other.v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+    def __repr__(self) -> str:
+        return f"semver({str(self.v)!r})"
+
+
+class _CelPythonEngine:
+    name = _PY
+
+    def __init__(self) -> None:
+        celpy: Any = importlib.import_module("celpy")
+        celtypes: Any = importlib.import_module("celpy.celtypes")
+        evaluation: Any = importlib.import_module("celpy.evaluation")
+        self._celpy = celpy
+        self._t = celtypes
+        self._eval_error = evaluation.CELEvalError
+        self._env = celpy.Environment()
+        self._functions = self._build_functions()
+        empty = celtypes.MapType()
+        # device.attributes / device.capacity: an unknown domain reads as {} but is not "in" the map.
+        self._domain_map: Any = type("DomainMap", (celtypes.MapType,), {"__missing__": lambda _self, _key: empty})
+        t = celtypes
+        self._type_names: list[tuple[type, str]] = [
+            (t.BoolType, "bool"),
+            (bool, "bool"),
+            (t.UintType, "uint"),
+            (t.IntType, "int"),
+            (t.DoubleType, "double"),
+            (t.StringType, "string"),
+            (t.BytesType, "bytes"),
+            (t.ListType, "list"),
+            (t.MapType, "map"),
+            (_PyQuantity, _Q),
+            (_PyVersion, _V),
+            (t.TimestampType, "google.protobuf.Timestamp"),
+            (t.DurationType, "google.protobuf.Duration"),
+            (type(None), "null_type"),
+        ]
+
+    # -- library ------------------------------------------------------------------------------------
+    def _err(self, message: str) -> Any:
+        return self._eval_error(message, ValueError, (message,))
+
+    def _build_functions(self) -> dict[str, Callable[..., Any]]:
+        t = self._t
+        err = self._err
+        Bool, Int, Str, Dbl, Lst = t.BoolType, t.IntType, t.StringType, t.DoubleType, t.ListType
+
+        def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            def wrapper(*args: Any) -> Any:
+                try:
+                    return fn(*args)
+                except ValueError as e:
+                    return err(str(e))
+                except (TypeError, AttributeError, IndexError, KeyError) as e:
+                    return err(f"no such overload: {fn.__name__}: {e}")
+
+            return wrapper
+
+        def num(x: Any) -> Fraction | Version:
+            if isinstance(x, _PyQuantity):
+                return x.q.value
+            if isinstance(x, _PyVersion):
+                return x.v
+            raise ValueError("no such overload")
+
+        def compare(a: Any, b: Any) -> int:
+            x, y = num(a), num(b)
+            if type(x) is not type(y):
+                raise ValueError("no such overload")
+            return _cmp(x, y)
+
+        def quantity_of(a: Any) -> Quantity:
+            if not isinstance(a, _PyQuantity):
+                raise ValueError("no such overload")
+            return a.q
+
+        def version_of(a: Any) -> Version:
+            if not isinstance(a, _PyVersion):
+                raise ValueError("no such overload")
+            return a.v
+
+        def operand(b: Any) -> Quantity:
+            if isinstance(b, int) and not isinstance(b, t.BoolType | bool):
+                return Quantity.from_int(int(b), "DecimalExponent")
+            return quantity_of(b)
+
+        def string_of(s: Any) -> str:
+            if not isinstance(s, str):
+                raise ValueError("no such overload")
+            return str(s)
+
+        def as_integer(a: Any) -> Any:
+            q = quantity_of(a)
+            if not q.is_integer():
+                raise ValueError("cannot convert value to integer")
+            return Int(q.value.numerator)
+
+        def split(s: Any, sep: Any, n: Any = -1) -> Any:
+            text, separator, limit = string_of(s), string_of(sep), int(n)
+            if limit == 0:
+                return Lst([])
+            if separator == "":
+                parts = list(text)
+                if limit > 0 and len(parts) > limit:
+                    parts = [*parts[: limit - 1], "".join(parts[limit - 1 :])]
+            else:
+                parts = text.split(separator, limit - 1) if limit > 0 else text.split(separator)
+            return Lst([Str(p) for p in parts])
+
+        def replace(s: Any, old: Any, new: Any, n: Any = -1) -> Any:
+            return Str(string_of(s).replace(string_of(old), string_of(new), int(n)))
+
+        def substring(s: Any, start: Any, end: Any = None) -> Any:
+            text = string_of(s)
+            stop = len(text) if end is None else int(end)
+            if not 0 <= int(start) <= stop <= len(text):
+                raise ValueError(f"index out of range: {start}..{stop}")
+            return Str(text[int(start) : stop])
+
+        def char_at(s: Any, i: Any) -> Any:
+            text = string_of(s)
+            if not 0 <= int(i) <= len(text):
+                raise ValueError(f"index out of range: {i}")
+            return Str(text[int(i) : int(i) + 1])
+
+        def index_of(s: Any, sub: Any, start: Any = 0) -> Any:
+            text = string_of(s)
+            if not 0 <= int(start) <= len(text):
+                raise ValueError(f"index out of range: {start}")
+            return Int(text.find(string_of(sub), int(start)))
+
+        def last_index_of(s: Any, sub: Any, end: Any = None) -> Any:
+            text = string_of(s)
+            stop = len(text) if end is None else int(end)
+            return Int(text.rfind(string_of(sub), 0, stop + len(string_of(sub))))
+
+        def join(items: Any, sep: Any = "") -> Any:
+            return Str(string_of(sep).join(string_of(i) for i in items))
+
+        def includes(x: Any, v: Any) -> Any:
+            return Bool(_includes(list(x) if isinstance(x, list) else x, v))
+
+        raw: dict[str, Callable[..., Any]] = {
+            "quantity": lambda s: _PyQuantity(_quantity_or_error(string_of(s))),
+            "isQuantity": lambda s: Bool(_is_quantity(string_of(s))),
+            "semver": lambda s, n=False: _PyVersion(_semver_or_error(string_of(s), bool(n))),
+            "isSemver": lambda s, n=False: Bool(_is_semver(string_of(s), bool(n))),
+            "compareTo": lambda a, b: Int(compare(a, b)),
+            "isGreaterThan": lambda a, b: Bool(compare(a, b) == 1),
+            "isLessThan": lambda a, b: Bool(compare(a, b) == -1),
+            "add": lambda a, b: _PyQuantity(quantity_of(a) + operand(b)),
+            "sub": lambda a, b: _PyQuantity(quantity_of(a) - operand(b)),
+            "isInteger": lambda a: Bool(quantity_of(a).is_integer()),
+            "asInteger": as_integer,
+            "asApproximateFloat": lambda a: Dbl(quantity_of(a).as_approximate_float()),
+            "sign": lambda a: Int(quantity_of(a).sign()),
+            "major": lambda a: Int(version_of(a).major),
+            "minor": lambda a: Int(version_of(a).minor),
+            "patch": lambda a: Int(version_of(a).patch),
+            "find": lambda s, p: Str(_regex_find(string_of(s), string_of(p))),
+            "findAll": lambda s, p, n=-1: Lst([Str(x) for x in _regex_find_all(string_of(s), string_of(p), int(n))]),
+            "includes": includes,
+            "lowerAscii": lambda s: Str("".join(c.lower() if c.isascii() else c for c in string_of(s))),
+            "upperAscii": lambda s: Str("".join(c.upper() if c.isascii() else c for c in string_of(s))),
+            "trim": lambda s: Str(string_of(s).strip()),
+            "split": split,
+            "replace": replace,
+            "substring": substring,
+            "charAt": char_at,
+            "indexOf": index_of,
+            "lastIndexOf": last_index_of,
+            "join": join,
+        }
+        for name, fn in raw.items():
+            fn.__name__ = name
+        return {name: guard(fn) for name, fn in raw.items()}
+
+    # -- compile / evaluate -------------------------------------------------------------------------
+    def compile(self, expression: str) -> Program:
+        analysed = _analyse(expression, checked=False, supports_bind=False, rewrite_domains=False)
+        try:
+            ast = self._env.compile(analysed.text)
+            runner = self._env.program(ast, functions=self._functions)
+        except Exception as e:  # celpy raises lark/its own parse errors
+            raise CELCompileError(f"{type(e).__name__}: {e}") from None
+        return _CelPythonProgram(expression, analysed.cost, runner, self)
+
+    def to_cel(self, v: object) -> Any:
+        t = self._t
+        if isinstance(v, bool):
+            return t.BoolType(v)
+        if isinstance(v, int):
+            return t.IntType(v)
+        if isinstance(v, str):
+            return t.StringType(v)
+        if isinstance(v, Version):
+            return _PyVersion(v)
+        if isinstance(v, Quantity):
+            return _PyQuantity(v)
+        if isinstance(v, tuple | list):
+            return t.ListType([self.to_cel(e) for e in v])
+        raise TypeError(f"unsupported attribute value {v!r}")
+
+    def activation(self, device: DeviceInput) -> Any:
+        ctx = device._activations.get(_PY)
+        if ctx is None:
+            try:
+                ctx = self._build_context(device)
+            except (TypeError, ValueError) as e:
+                raise CELRuntimeError(f"unsupported attribute value: {e}") from None
+            device._activations[_PY] = ctx
+        return ctx
+
+    def _build_context(self, device: DeviceInput) -> dict[str, Any]:
+        t = self._t
+        S = t.StringType
+        attributes = {
+            S(dom): t.MapType({S(k): self.to_cel(v) for k, v in ids.items()}) for dom, ids in device.attributes.items()
+        }
+        capacity = {
+            S(dom): t.MapType({S(k): _PyQuantity(q) for k, q in ids.items()}) for dom, ids in device.capacity.items()
+        }
+        dev = t.MapType(
+            {
+                S("driver"): S(device.driver),
+                S("attributes"): self._domain_map(attributes),
+                S("capacity"): self._domain_map(capacity),
+                S("allowMultipleAllocations"): t.BoolType(bool(device.allow_multiple_allocations)),
+            }
+        )
+        return {"device": dev}
+
+    def translate(self, e: BaseException) -> CELRuntimeError:
+        args = e.args
+        msg = str(args[0]) if args else type(e).__name__
+        detail = args[2] if len(args) > 2 else None
+        if msg == "no such key" and detail:
+            return CELRuntimeError(f"no such key: {detail[0]}")
+        m = re.match(r"no such member in mapping: '(.*)'$", msg)
+        if m is not None:
+            return CELRuntimeError(f"no such key: {m.group(1)}")
+        if not isinstance(e, self._eval_error):
+            return CELRuntimeError(f"{type(e).__name__}: {e}")
+        msg = re.sub(r"Token\('RULE', '(\w+?)_(\w+)'\)", lambda mm: _CELPY_OPS.get(mm.group(2), mm.group(0)), msg)
+        msg = msg.replace(f"<class '{__name__}._PyQuantity'>", _Q).replace(f"<class '{__name__}._PyVersion'>", _V)
+        if detail and str(detail[0]) not in msg and msg in ("return error for overflow", "no such overload"):
+            msg = f"{msg}: {detail[0]}"
+        return CELRuntimeError(msg)
+
+    def type_name(self, v: object) -> str:
+        for cls, name in self._type_names:
+            if isinstance(v, cls):
+                return name
+        return type(v).__name__
+
+
+_CELPY_OPS = {
+    "lt": "'_<_'",
+    "le": "'_<=_'",
+    "gt": "'_>_'",
+    "ge": "'_>=_'",
+    "eq": "'_==_'",
+    "ne": "'_!=_'",
+    "in": "'@in'",
+    "add": "'_+_'",
+    "sub": "'_-_'",
+    "mul": "'_*_'",
+    "div": "'_/_'",
+    "mod": "'_%_'",
+}
+
+
+class _CelPythonProgram:
+    __slots__ = ("_engine", "_runner", "estimated_cost", "expression")
+
+    def __init__(self, expression: str, cost: int, runner: Any, engine: _CelPythonEngine) -> None:
+        self.expression = expression
+        self.estimated_cost = cost
+        self._runner = runner
+        self._engine = engine
+
+    def matches(self, device: DeviceInput) -> bool:
+        if self.estimated_cost > COST_LIMIT:
+            raise CELRuntimeError(_COST_EXCEEDED)
+        ctx = device._activations.get(_PY)
+        if ctx is None:
+            ctx = self._engine.activation(device)
+        try:
+            result = self._runner.evaluate(ctx)
+        except CELError:
+            raise
+        except Exception as e:  # CELEvalError, CELUnsupportedError and celpy internal failures
+            raise self._engine.translate(e) from None
+        if isinstance(result, bool | self._engine._t.BoolType):
+            return bool(result)
+        name = self._engine.type_name(result)
+        raise CELRuntimeError(f"CEL result of type {name} could not be converted to bool")
+
+    def __repr__(self) -> str:
+        return f"<{_PY} program {self.expression!r}>"
+
+
+# =====================================================================================================
+# Engine registry
+# =====================================================================================================
+
+_FACTORIES: dict[str, tuple[str, Callable[[], Engine]]] = {
+    _XP: ("cel_expr_python.cel", _CelExprPythonEngine),
+    _PY: ("celpy", _CelPythonEngine),
+}
+_ENGINES: dict[str, Engine] = {}
+
+
+@functools.cache
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except Exception:
+        return False
+    return True
+
+
+def available_engines() -> list[str]:
+    """Names of the importable engines, fastest first."""
+    return [name for name, (module, _) in _FACTORIES.items() if _importable(module)]
+
+
+def get_engine(name: str | None = None) -> Engine:
+    """The engine ``name``; None means ``$DRA_SCHEDULER_CEL_ENGINE`` or else the fastest available one.
+
+    Raises ValueError for an unknown or unavailable engine.
+    """
+    if name is None:
+        name = os.environ.get(ENGINE_ENV_VAR) or None
+    if name is None:
+        engines = available_engines()
+        if not engines:
+            raise ValueError("no CEL engine is installed (need cel-expr-python or cel-python)")
+        name = engines[0]
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown CEL engine {name!r}; known engines: {', '.join(_FACTORIES)}")
+    engine = _ENGINES.get(name)
+    if engine is None:
+        module, factory = _FACTORIES[name]
+        if not _importable(module):
+            raise ValueError(f"CEL engine {name!r} is not installed (cannot import {module})")
+        engine = _ENGINES[name] = factory()
+    return engine
+
+
+# =====================================================================================================
+# Selector cache
+# =====================================================================================================
+
+
+@dataclass(slots=True)
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    evaluations: int = 0
+    compiles: int = 0
+    clears: int = 0
+
+
+class SelectorCache:
+    """Compiled selectors per expression and results per (expression, device_key).
+
+    ``device_key`` must change whenever the device's data changes (e.g. include the ResourceSlice's
+    name, generation/resourceVersion and the device name), so a selector is evaluated once per device
+    generation. Results and :class:`CELError` instances are both cached; the result table is cleared
+    when it grows past ``max_results``.
+    """
+
+    def __init__(self, engine: Engine | None = None, max_results: int = 2_000_000) -> None:
+        self.engine: Engine = engine if engine is not None else get_engine()
+        self.max_results = max_results
+        self.max_programs = 10_000
+        self._programs: dict[str, Program | CELCompileError] = {}
+        self._results: dict[tuple[str, Hashable], bool | CELError] = {}
+        self.stats = CacheStats()
+
+    def compile(self, expression: str) -> Program:
+        cached = self._programs.get(expression)
+        if cached is None:
+            if len(self._programs) >= self.max_programs:
+                self._programs.clear()
+            self.stats.compiles += 1
+            try:
+                cached = self.engine.compile(expression)
+            except CELCompileError as e:
+                cached = e
+            self._programs[expression] = cached
+        if isinstance(cached, CELCompileError):
+            raise cached.with_traceback(None)
+        return cached
+
+    def matches(self, expression: str, device_key: Hashable, device: DeviceInput | Callable[[], DeviceInput]) -> bool:
+        key = (expression, device_key)
+        cached = self._results.get(key)
+        if cached is not None:
+            self.stats.hits += 1
+            if isinstance(cached, CELError):
+                raise cached.with_traceback(None)
+            return cached
+        self.stats.misses += 1
+        program = self.compile(expression)
+        dev = device if isinstance(device, DeviceInput) else device()
+        if len(self._results) >= self.max_results:
+            self._results.clear()
+            self.stats.clears += 1
+        self.stats.evaluations += 1
+        try:
+            result = program.matches(dev)
+        except CELError as e:
+            self._results[key] = e
+            raise
+        self._results[key] = result
+        return result
+
+    def clear(self) -> None:
+        self._programs.clear()
+        self._results.clear()
+
+    def __len__(self) -> int:
+        return len(self._results)

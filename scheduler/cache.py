@@ -152,6 +152,7 @@ class Cache:
         self.generations: dict[str, int] = dict.fromkeys(self.KINDS, 0)
         self._snap_parts: dict[str, tuple[int, Any]] = {}
         self._slice_index = build_slice_index({}, 0)
+        self._slices_dirty = False
         self._node_order: tuple[str, ...] = ()
         self.handlers: list[Handler] = []
         self.conversion_errors: dict[str, str] = {}
@@ -270,13 +271,20 @@ class Cache:
         else:
             new = slice_from(raw)
             self._slices[key] = new
-        self._slice_index = build_slice_index(self._slices, self._slice_index.generation + 1)
-        pool_node: dict[PoolID, str] = {}
-        for pool, slices in self._slice_index.by_pool.items():
-            nodes = {s.node_name for s in slices}
-            pool_node[pool] = next(iter(nodes)) if len(nodes) == 1 else ""
-        self.ledger.set_pool_nodes(pool_node)
+        self._slices_dirty = True
         self._notify("ResourceSlice", event, old, new)
+
+    def _slices_index(self) -> SliceIndex:
+        """Rebuilt lazily: loading N slices costs one rebuild, not N."""
+        if self._slices_dirty:
+            self._slices_dirty = False
+            self._slice_index = build_slice_index(self._slices, self._slice_index.generation + 1)
+            pool_node: dict[PoolID, str] = {}
+            for pool, slices in self._slice_index.by_pool.items():
+                nodes = {s.node_name for s in slices}
+                pool_node[pool] = next(iter(nodes)) if len(nodes) == 1 else ""
+            self.ledger.set_pool_nodes(pool_node)
+        return self._slice_index
 
     def _on_deviceclass(self, event: str, key: str, raw: Mapping[str, Any]) -> None:
         old = self._classes.get(key)
@@ -347,7 +355,7 @@ class Cache:
         return Snapshot(
             nodes=(),
             node_map=MappingProxyType(self._node_infos),
-            slices=self._slice_index,
+            slices=self._slices_index(),
             classes=MappingProxyType(self._classes),
             class_generation=self.generations["DeviceClass"],
             claims=MappingProxyType(self._claims),
@@ -364,10 +372,11 @@ class Cache:
             return infos, MappingProxyType({i.name: i for i in infos})
 
         node_list, node_map = self._part("Node", nodes)
+        slices = self._slices_index()
         return Snapshot(
             nodes=node_list,
             node_map=node_map,
-            slices=self._slice_index,
+            slices=slices,
             classes=self._part("DeviceClass", lambda: MappingProxyType(dict(self._classes))),
             class_generation=self.generations["DeviceClass"],
             claims=self._part("ResourceClaim", lambda: MappingProxyType(dict(self._claims))),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.api import Conflict, Invalid, NotFound, Obj
@@ -72,6 +72,10 @@ class InMemoryAPI:
         and will not touch it again, so it is stored without a copy."""
         return copy.deepcopy(self._load(kind, obj if owned else copy.deepcopy(obj)))
 
+    def load_shared(self, kind: str, obj: Obj) -> None:
+        """Create from an object whose caller will not modify it again: only its metadata is copied."""
+        self._load(kind, {**obj, "metadata": dict(obj.get("metadata") or {})})
+
     def _load(self, kind: str, obj: Obj) -> Obj:
         m = obj.setdefault("metadata", {})
         if kind not in CLUSTER_SCOPED:
@@ -91,7 +95,7 @@ class InMemoryAPI:
     def list(self, kind: str) -> Iterable[Obj]:
         return [copy.deepcopy(o) for o in self.stored(kind)]
 
-    def stored(self, kind: str) -> list[Obj]:
+    def stored(self, kind: str) -> Sequence[Obj]:
         """The stored objects themselves, sorted by namespace/name: read-only."""
         return [o for (k, _, _), o in sorted(self.objects.items()) if k == kind]
 

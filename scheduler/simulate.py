@@ -9,7 +9,6 @@ claims; then the same queue, scheduling cycle and binder as the live scheduler r
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import os
 import time
@@ -135,7 +134,7 @@ async def simulate(
     for kind in ORDER:
         for o in objs:
             if o["kind"] == kind:
-                api._load(kind, copy.deepcopy(o))
+                api.load_shared(kind, o)
     for pod in api.list("Pod"):
         if (pod.get("spec") or {}).get("schedulerName") in names:
             await create_pod_claims(api, pod)

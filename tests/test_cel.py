@@ -472,3 +472,12 @@ def test_unsupported_attribute_value_is_a_runtime_error(engine_name: str) -> Non
     dev = device_input(DRIVER, {"bad": None}, {})  # type: ignore[dict-item]
     with pytest.raises(CELRuntimeError, match="unsupported attribute value"):
         get_engine(engine_name).compile("true").matches(dev)
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_deep_expressions_fail_cleanly(engine_name: str) -> None:
+    engine = get_engine(engine_name)
+    with pytest.raises(CELCompileError):
+        engine.compile("true" + " && true" * 5000)
+    with pytest.raises(CELCompileError):
+        engine.compile("(" * 400 + "true" + ")" * 400)

@@ -738,7 +738,7 @@ class _Search:
                     a.remove(request, driver, d)
                 if must:
                     raise AllocationError(
-                        f"claim {self.claims[ci].key}: cannot add device {driver}/{c.pool[1]}/{d.name} "
+                        f"claim {self.claims[ci].key}, request {request}: cannot add device {driver}/{c.pool[1]}/{d.name} "
                         "because a claim constraint would not be satisfied"
                     )
                 return None

@@ -52,9 +52,12 @@ Cost bound
 
 Not provided (documented deviations)
     Kubernetes' lists (``sum``/``min``/``isSorted``...), URL, IP/CIDR, format and sets libraries; on
-    cel-python also optional syntax (``.?``), the strings functions beyond the ones registered here,
-    two-variable comprehensions and heterogeneous numeric equality (``1 == 1.0``). Bare ``device``
-    (e.g. ``cel.bind(d, device, ...)``) is not an expression: only its four fields are.
+    cel-python also optional syntax (``.?``), ``strings.*``/``format`` (``lowerAscii``, ``upperAscii``,
+    ``trim``, ``split``, ``replace``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf`` and ``join``
+    are registered), two-variable comprehensions and heterogeneous numeric equality (``1 == 1.0``).
+    Bare ``device`` (e.g. ``cel.bind(d, device, ...)``) is not an expression: only its four fields are.
+    ``isInteger()``/``asInteger()`` look at the value (Go also looks at the internal scale, so Go says
+    ``quantity("1000m").isInteger()`` is false). Both regex functions use Python ``re`` rather than RE2.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ __all__ = [
     "estimate_cost",
     "get_engine",
     "parse_expression",
+    "unparse",
 ]
 
 AttributeValue: TypeAlias = (
@@ -1298,7 +1302,27 @@ class _Analysed:
     tree: Node
 
 
-def _analyse(expression: str, *, checked: bool, supports_bind: bool, rewrite_domains: bool) -> _Analysed:
+def _analyse(
+    expression: str,
+    *,
+    checked: bool,
+    supports_bind: bool,
+    rewrite_domains: bool,
+    fold: Callable[[Node], Node] | None = None,
+) -> _Analysed:
+    try:
+        return _analyse_tree(expression, checked, supports_bind, rewrite_domains, fold)
+    except RecursionError:
+        raise CELCompileError("expression is too deeply nested") from None
+
+
+def _analyse_tree(
+    expression: str,
+    checked: bool,
+    supports_bind: bool,
+    rewrite_domains: bool,
+    fold: Callable[[Node], Node] | None,
+) -> _Analysed:
     tree = parse_expression(expression)
     _check_names(tree, {}, strict=not checked)
     cost = _estimate(tree, {})[0]
@@ -1311,6 +1335,8 @@ def _analyse(expression: str, *, checked: bool, supports_bind: bool, rewrite_dom
     work = tree if supports_bind else _expand_binds(tree, {})
     if rewrite_domains:
         work = _rewrite(work, {})
+    if fold is not None:
+        work = fold(work)
     text = expression if work == tree else unparse(work)
     return _Analysed(text, cost, tree)
 
@@ -1435,6 +1461,35 @@ def _xp_value(v: object) -> object:
     if isinstance(v, bool | str) or (isinstance(v, int) and -(2**63) <= v < 2**63):
         return v
     raise TypeError(f"unsupported attribute value {v!r}")
+
+
+def _xp_fold(node: Node) -> Node:
+    """Replace ``quantity("<valid literal>")`` / ``semver(...)`` by their tagged-map constants.
+
+    Saves a Python callback per evaluation; invalid literals are left alone so that they still fail at
+    evaluation time, as in Kubernetes.
+    """
+    if isinstance(node, Call) and node.target is None and not node.leading_dot and node.args:
+        first = node.args[0]
+        if node.fn == "quantity" and len(node.args) == 1 and isinstance(first, Lit) and first.kind == "string":
+            try:
+                q = parse_quantity(cast(str, first.value))
+            except QuantityError:
+                return node
+            return MapLit(((_string_lit(_QKEY), _string_lit(str(q.value)), False),))
+        if node.fn == "semver" and isinstance(first, Lit) and first.kind == "string" and len(node.args) <= 2:
+            normalize: object = False
+            if len(node.args) == 2:
+                second = node.args[1]
+                if not (isinstance(second, Lit) and second.kind == "bool"):
+                    return _map_children(node, _xp_fold)
+                normalize = second.value
+            try:
+                v = parse_semver(cast(str, first.value), bool(normalize))
+            except SemverError:
+                return node
+            return MapLit(((Lit("int", str(_VKEY), _VKEY), _string_lit(v.core()), False),))
+    return _map_children(node, _xp_fold)
 
 
 def _xp_num(d: Mapping[Any, Any]) -> Fraction | Version:
@@ -1644,7 +1699,7 @@ class _CelExprPythonEngine:
 
     def compile(self, expression: str) -> Program:
         try:
-            analysed = _analyse(expression, checked=True, supports_bind=True, rewrite_domains=True)
+            analysed = _analyse(expression, checked=True, supports_bind=True, rewrite_domains=True, fold=_xp_fold)
         except CELCompileError as e:
             if "Syntax error" in e.detail:  # prefer the engine's own wording when it agrees
                 try:

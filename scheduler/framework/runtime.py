@@ -53,6 +53,9 @@ class Metrics(Protocol):
     def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
 
 
+_MISSING: Any = object()
+
+
 class NullMetrics:
     def observe_extension_point(self, point: str, status: Code, seconds: float) -> None:
         return None
@@ -130,6 +133,7 @@ class Framework:
         # (signature, node name) -> (NodeInfo, token, status) and (signature, node, plugin) -> (NodeInfo, token, score)
         self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status]] = {}
         self._score_memo: dict[tuple[Hashable, str, str], tuple[NodeInfo, Hashable, int]] = {}
+        self._sig_ids: dict[Hashable, int] = {}
         self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
 
     # --- helpers --------------------------------------------------------------------------------------
@@ -191,12 +195,34 @@ class Framework:
             if s is None:
                 return None
             parts.append(s)
-        return (pod.scheduler_name, tuple(parts), frozenset(state.skip_filter))
+        full = (pod.scheduler_name, tuple(parts), frozenset(state.skip_filter))
+        # Interned to a small int: memo keys then hash cheaply (a signature holds whole claim specs).
+        sid = self._sig_ids.get(full)
+        if sid is None:
+            if len(self._sig_ids) > 100_000:
+                self._sig_ids.clear()
+                self._filter_memo.clear()
+                self._score_memo.clear()
+            sid = self._sig_ids[full] = len(self._sig_ids) + 1
+        return sid
 
     def _token(self, state: CycleState, node: NodeInfo) -> Hashable:
-        if not self._tokeners:
-            return None
-        return tuple(p.node_token(state, node) for p in self._tokeners)
+        """The node's token for this cycle (computed once per node per cycle)."""
+        tokens: dict[str, Hashable] | None = state.read("framework/node-tokens")
+        if tokens is None:
+            tokens = {}
+            state.write("framework/node-tokens", tokens)
+        tok: Hashable = tokens.get(node.name, _MISSING)
+        if tok is _MISSING:
+            ts = self._tokeners
+            if not ts:
+                tok = None
+            elif len(ts) == 1:
+                tok = ts[0].node_token(state, node)
+            else:
+                tok = tuple(p.node_token(state, node) for p in ts)
+            tokens[node.name] = tok
+        return tok
 
     def run_filter_memo(self, state: CycleState, pod: Pod, node: NodeInfo, sig: Hashable | None) -> Status:
         """``run_filter``, reusing the status of an earlier pod with the same signature on an unchanged node."""
@@ -255,14 +281,10 @@ class Framework:
         memo = self._score_memo
         out = []
         hits = 0
-        tokens = state.read("framework/node-tokens")
-        if tokens is None:
-            tokens = {n.name: self._token(state, n) for n in nodes}
-            state.write("framework/node-tokens", tokens)
         pname = p.name
         for n in nodes:
             key = (sig, n.name, pname)
-            token = tokens[n.name]
+            token = self._token(state, n)
             hit = memo.get(key)
             if hit is not None and hit[0] is n and hit[1] == token:
                 out.append(NodeScore(n.name, hit[2]))

@@ -242,3 +242,17 @@ def test_existing_allocations_and_bound_pods_count_as_used() -> None:
         for r in c["status"]["allocation"]["devices"]["results"]
     ]
     assert used == ["gpu-1"]
+
+
+def test_pure_python_cel_fallback_gives_the_same_placements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole pipeline also runs on cel-python (the portable fallback) with identical results."""
+    fast = json.loads(to_json(run_simulation([EXAMPLES])))
+    monkeypatch.setenv("DRA_SCHEDULER_CEL_ENGINE", "cel-python")
+    slow_result = run_simulation([EXAMPLES])
+    sched = slow_result.scheduler
+    assert sched is not None
+    assert sched.profiles["dra-scheduler"].instances["DynamicResources"].selectors.engine.name == "cel-python"
+    slow = json.loads(to_json(slow_result))
+    fast["summary"].pop("seconds")
+    slow["summary"].pop("seconds")
+    assert fast == slow

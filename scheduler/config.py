@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from scheduler.framework.interface import EXTENSION_POINTS
+
 DEFAULT_SCHEDULER_NAME = "dra-scheduler"
 
 
@@ -79,19 +81,7 @@ MULTI_POINT = "multiPoint"
 MAX_WEIGHT = 100
 
 # Extension points a profile may configure, in kube-scheduler's order (multiPoint expands to the rest).
-POINTS: tuple[str, ...] = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-)
+POINTS: tuple[str, ...] = EXTENSION_POINTS
 
 _TOP_FIELDS = ("apiVersion", "kind", "profiles", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
                "percentageOfNodesToScore")

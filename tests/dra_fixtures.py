@@ -580,6 +580,7 @@ def run_outcome(
     shares: Sequence[Share] = (),
     features: Features = ALL_FEATURES,
     ledger: DeviceLedger | None = None,
+    selectors: SelectorCache | None = None,
 ) -> Outcome:
     """Build pools and an allocator, allocate ``claims`` on ``node_`` and check nothing was mutated."""
     node_raw = node_ if node_ is not None else node()
@@ -602,7 +603,7 @@ def run_outcome(
     ]
     typed_before = repr((n, sorted(typed_slices.items()), sorted(cls_map.items()), specs, pools))
     ledger_before = _ledger_state(ledger)
-    alloc = Allocator(features, ledger, cls_map, SelectorCache(get_engine()))
+    alloc = Allocator(features, ledger, cls_map, selectors or SelectorCache(get_engine()))
     try:
         out = alloc.allocate(n, specs, pools)
     finally:

@@ -38,6 +38,7 @@ from plugins.dra.allocator import (
 from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
 from scheduler.api import ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
+from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -345,10 +346,7 @@ class DynamicResources:
         return total
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
-        top = max((s.score for s in scores), default=0)
-        if top > 0:
-            for s in scores:
-                s.score = s.score * MAX_NODE_SCORE // top
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.ok()
 
     # --- Reserve / Unreserve ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.model import (
@@ -197,19 +198,6 @@ def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
 
 
 # --- plugin -------------------------------------------------------------------------------------------
-
-
-def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:
-    """kube-scheduler's ``helper.DefaultNormalizeScore`` (integer arithmetic), in place."""
-    max_count = max((s.score for s in scores), default=0)
-    if max_count <= 0:
-        if reverse:
-            for s in scores:
-                s.score = max_priority
-        return
-    for s in scores:
-        v = max_priority * s.score // max_count
-        s.score = max_priority - v if reverse else v
 
 
 def required_matches(pod: Pod, labels: Mapping[str, str], node_name: str) -> bool:

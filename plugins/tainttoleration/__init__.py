@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
 from scheduler.framework.registry import PluginSpec, no_args
 from scheduler.model import Taint, Toleration
@@ -52,19 +53,6 @@ def prefer_no_schedule_tolerations(tolerations: Sequence[Toleration]) -> tuple[T
 
 def count_intolerable_prefer_no_schedule(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
     return sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE and not tolerated(t, tolerations))
-
-
-def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:
-    """kube-scheduler's ``helper.DefaultNormalizeScore`` (integer arithmetic), in place."""
-    max_count = max((s.score for s in scores), default=0)
-    if max_count <= 0:
-        if reverse:
-            for s in scores:
-                s.score = max_priority
-        return
-    for s in scores:
-        v = max_priority * s.score // max_count
-        s.score = max_priority - v if reverse else v
 
 
 class TaintToleration:

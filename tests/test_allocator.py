@@ -3121,6 +3121,22 @@ def test_shared_device_counters_charged_once_within_one_call() -> None:
     assert_allocations(out, [allocation(NS1, share(REQ0, DEV1)), allocation(NS1, share(REQ0, DEV1))])
 
 
+def test_admin_share_does_not_count_as_charging_the_device() -> None:
+    """Found by the property tests: an admin-access share (which consumes no counters) chosen earlier in
+    the same call must not make a later non-admin share of the device skip its counter charge. The pool's
+    counters are exhausted by device-2, so req-1 cannot share device-1."""
+    out = run(
+        A(claim(CLAIM0, request(REQ0, CLASS_A, 1, admin=True), request(REQ1, CLASS_A, 1))),
+        [CA_MULTI],
+        [
+            devices_slice(SLICE1, device(DEV1, counters=[mem("4Gi")], multi=True), device(DEV2, counters=[mem("4Gi")])),
+            counters_slice(SLICE2, counter_set(CSET1, {"memory": "4Gi"})),
+        ],
+        allocated=[(DRIVER_A, POOL1, DEV2)],
+    )
+    assert out is None
+
+
 def test_distinct_attribute_remembers_every_device_of_a_request() -> None:
     """§2.15.5: upstream keeps only the last value per request, so req-1 could take device-3 whose id
     equals that of req-0's first device. Correct: req-1 gets device-4."""
@@ -3169,9 +3185,7 @@ def test_counter_availability_keyed_by_driver_and_pool() -> None:
             ),
             slice_counters(SLICE2, NODE1, pool(POOL1, 2), DRIVER_A, counter_set(CSET1, {"memory": "8Gi"})),
             # device-0 (no counters, allocated) gives driver-b/pool-1 the same use revision as driver-a/pool-1
-            slice_with(
-                SLICE3, NODE1, pool(POOL1, 2), DRIVER_B, device(DEV0), device(DEV1, counters=[mem("8Gi")])
-            ),
+            slice_with(SLICE3, NODE1, pool(POOL1, 2), DRIVER_B, device(DEV0), device(DEV1, counters=[mem("8Gi")])),
             slice_counters(SLICE4, NODE1, pool(POOL1, 2), DRIVER_B, counter_set(CSET1, {"memory": "8Gi"})),
         ],
         allocated=[(DRIVER_A, POOL1, DEV1), (DRIVER_B, POOL1, DEV0)],

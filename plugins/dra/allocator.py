@@ -484,6 +484,8 @@ class _Search:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.allocating_shares: dict[DeviceID, int] = {}
+        # non-admin shares chosen in this call: the first one charged the device's counters
+        self.charged_shares: dict[DeviceID, int] = {}
         self.consumed_counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
         self.results: list[list[tuple[DeviceResult, Candidate]]] = [[] for _ in claims]
         self.constraints: list[list[_Constraint]] = []
@@ -708,7 +710,7 @@ class _Search:
         # counters (checked now, committed after taints and constraints passed)
         counter_delta: list[tuple[tuple[str, str], Fraction]] = []
         charge = bool(d.consumes_counters) and not rd.admin
-        if charge and multi and (self.ledger.has_shares(dev_id) or self.allocating_shares.get(dev_id, 0)):
+        if charge and multi and (self.ledger.has_shares(dev_id) or self.charged_shares.get(dev_id, 0)):
             charge = False
         if charge:
             pool = self.pools[c.pool]
@@ -754,6 +756,8 @@ class _Search:
         consumed_out: Mapping[str, Quantity] = {}
         if multi:
             self.allocating_shares[dev_id] = self.allocating_shares.get(dev_id, 0) + 1
+            if not rd.admin:
+                self.charged_shares[dev_id] = self.charged_shares.get(dev_id, 0) + 1
             acap = self.allocating_capacity.setdefault(dev_id, {})
             for name, q in (consumed or {}).items():
                 acap[name] = acap.get(name, Fraction(0)) + q.value
@@ -793,6 +797,12 @@ class _Search:
                 acap = self.allocating_capacity[dev_id]
                 for name, q in (consumed or {}).items():
                     acap[name] -= q.value
+                if not rd.admin:
+                    charged = self.charged_shares[dev_id] - 1
+                    if charged:
+                        self.charged_shares[dev_id] = charged
+                    else:
+                        del self.charged_shares[dev_id]
                 left = self.allocating_shares[dev_id] - 1
                 if left:
                     self.allocating_shares[dev_id] = left

@@ -33,3 +33,16 @@ run: install
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+# ---- e2e control plane (e2e/README.md): etcd + kube-apiserver + kube-controller-manager + kwok on loopback
+.PHONY: e2e-build cluster-up cluster-down
+
+# Build the pinned binaries (e2e/versions.env) into ~/.cache/dra-scheduler/bin/<k8s-version>/; cached.
+e2e-build:
+	e2e/build.sh
+
+cluster-up: e2e-build
+	e2e/cluster.sh up
+
+cluster-down:
+	e2e/cluster.sh down

@@ -258,6 +258,9 @@ class Cache:
         self._assumed[pod.key] = node
         self._place(pod, node)
 
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
     def forget_pod(self, pod: Pod) -> None:
         node = self._assumed.pop(pod.key, None)
         if node:

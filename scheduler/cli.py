@@ -24,7 +24,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--config")
     run.add_argument("--config-map")
     run.add_argument("--leader-elect", action="store_true")
-    run.add_argument("--metrics-port", type=int, default=10259)
+    run.add_argument("--metrics-port", type=int, default=10259, help="port of /healthz, /readyz, /metrics")
+    run.add_argument("--metrics-bind-address", default="0.0.0.0", help="address of /healthz, /readyz, /metrics")
+    run.add_argument("--qps", type=float, default=200.0, help="client-side API request rate limit (<= 0: none)")
+    run.add_argument("--burst", type=int, default=400, help="client-side API request burst")
+    run.add_argument("--lease-name", default="dra-scheduler", help="Lease used for leader election")
+    run.add_argument("--lease-namespace", default="kube-system", help="namespace of the leader-election Lease")
     args = parser.parse_args(argv)
 
     if args.command == "check-config":
@@ -51,8 +56,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(to_json(result) if args.output == "json" else to_table(result))
         return 0
 
-    print("dra-scheduler run: live scheduling is not implemented yet (see issue 3)", file=sys.stderr)
-    return 2
+    configure_logging(verbose=True)
+    import asyncio
+
+    from scheduler.run import RunOptions, run_scheduler
+
+    opts = RunOptions(
+        kubeconfig=args.kubeconfig,
+        config=args.config,
+        config_map=args.config_map,
+        leader_elect=args.leader_elect,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_bind_address,
+        qps=args.qps,
+        burst=args.burst,
+    )
+    if args.config and args.config_map:
+        print("use --config or --config-map, not both", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(run_scheduler(opts))
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -330,6 +330,27 @@ class SchedulingQueue:
             self._wakeup.clear()
         return info
 
+    def pop_key(self, key: str) -> QueuedPodInfo | None:
+        """Take a specific queued pod (active, backoff, unschedulable; not gated or in flight) into
+        flight as ``pop`` would, within the current scheduling cycle. Used by the gang cycle to schedule
+        the pending members of a group together with the member that was popped."""
+        e = self._entries.get(key)
+        if e is None or e.pool in (IN_FLIGHT, GATED, ""):
+            return None
+        self._detach(e)
+        e.pool = IN_FLIGHT
+        e.pop_cycle = self._cycle
+        e.updated_in_flight = False
+        self._in_flight[e.key] = e
+        info = e.info
+        info.attempts += 1
+        if info.initial_attempt_timestamp is None:
+            info.initial_attempt_timestamp = self._clock.now()
+        info.unschedulable_plugins = set()
+        if not self._active:
+            self._wakeup.clear()
+        return info
+
     async def pop_wait(self, timeout: float | None = None) -> QueuedPodInfo | None:
         """Pop, waiting until a pod is active. ``None`` when closed or after ``timeout`` (real time,
         the event loop's clock). Backoff expiry does not wake a waiter: run ``flush`` periodically."""

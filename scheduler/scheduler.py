@@ -91,12 +91,15 @@ class Scheduler:
         self._next_start = 0
         self._binding_tasks: set[asyncio.Task[bool]] = set()
         self._pending_writes: list[tuple[Pod, str, str]] = []
+        from scheduler.gang import GangScheduler
+
+        self.gang = GangScheduler(self)
         self.attempts = Counter[str]()  # result -> count (scheduled / unschedulable / error)
         cache.handlers.append(self._on_cache_event)
 
     # --- queue feeding --------------------------------------------------------------------------------
 
-    def _responsible(self, pod: Pod) -> bool:
+    def responsible(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles and not pod.node_name and not pod.terminated
 
     def _pre_enqueue(self, pod: Pod) -> Status:
@@ -116,7 +119,7 @@ class Scheduler:
                     q.on_event("Pod", "Delete")
                 return
             assert isinstance(new, Pod)
-            if self._responsible(new) and not new.meta.deleting:
+            if self.responsible(new) and not new.meta.deleting:
                 if new.key in q:
                     q.update(new)
                 else:
@@ -148,7 +151,7 @@ class Scheduler:
         """Run one scheduling cycle. Returns the outcome, plus what the binding cycle needs on success."""
         pod = self.cache.pod(info.pod.key)
         start = time.perf_counter()
-        if pod is None or pod.uid != info.pod.uid or not self._responsible(pod) or pod.meta.deleting:
+        if pod is None or pod.uid != info.pod.uid or not self.responsible(pod) or pod.meta.deleting:
             self.queue.done(info.pod.key)
             return Outcome(info.pod.key)
         fw = self.profiles[pod.scheduler_name]
@@ -171,7 +174,7 @@ class Scheduler:
         self._observe_attempt(status, start)
         if node is None:
             assert status is not None
-            self._failed(info, pod, status, rejectors, cycle)
+            self.fail(info, pod, status, rejectors, cycle)
             return Outcome(pod.key, "", status)
         return Outcome(pod.key, node, None), state, fw
 
@@ -245,7 +248,7 @@ class Scheduler:
 
     # --- failures -----------------------------------------------------------------------------------
 
-    def _failed(self, info: QueuedPodInfo, pod: Pod, status: Status, rejectors: set[str], cycle: int) -> None:
+    def fail(self, info: QueuedPodInfo, pod: Pod, status: Status, rejectors: set[str], cycle: int) -> None:
         reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
         message = status.message or "pod could not be scheduled"
         log.info("pod not scheduled", pod=pod.key, reason=reason, message=message, attempts=info.attempts)
@@ -256,7 +259,7 @@ class Scheduler:
         self.queue.done(pod.key)
         self._pending_writes.append((pod, reason, message))
 
-    async def _write_failure(self, pod: Pod, reason: str, message: str) -> None:
+    async def write_failure(self, pod: Pod, reason: str, message: str) -> None:
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
         conds = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
         old = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") == "PodScheduled"]
@@ -300,16 +303,22 @@ class Scheduler:
             return False
         if (current.get("spec") or {}).get("nodeName"):
             return False
-        await self._write_failure(pod, "SchedulerError", f"binding to {node} failed: {st.message}")
+        await self.write_failure(pod, "SchedulerError", f"binding to {node} failed: {st.message}")
         return False
 
+    async def flush_writes(self) -> None:
+        """Write the PodScheduled=False conditions and FailedScheduling events queued by ``fail``."""
+        writes, self._pending_writes = self._pending_writes, []
+        for pod, reason, message in writes:
+            await self.write_failure(pod, reason, message)
+
     async def run_once(self, info: QueuedPodInfo) -> Outcome:
-        """One pod: scheduling cycle, then its binding cycle (awaited inline or as a task)."""
-        self._pending_writes = []
+        """One pod: scheduling cycle, then its binding cycle (awaited inline or as a task).
+        A member of a PodGroup that has not reached minMember bound pods goes through the gang cycle."""
+        if info.pod.pod_group and await self.gang.run(info):
+            return Outcome(info.pod.key)
         res = self.schedule_one(info)
-        for pod, reason, message in self._pending_writes:
-            await self._write_failure(pod, reason, message)
-        self._pending_writes = []
+        await self.flush_writes()
         if isinstance(res, Outcome):
             return res
         outcome, state, fw = res
@@ -327,6 +336,53 @@ class Scheduler:
     async def wait_bindings(self) -> None:
         while self._binding_tasks:
             await asyncio.gather(*list(self._binding_tasks), return_exceptions=True)
+
+    def reconfigure(self, config: SchedulerConfig, registry: Mapping[str, PluginSpec] | None = None) -> None:
+        """Apply a new configuration without a restart: rebuild the framework of every profile (plugins,
+        args, weights, profiles added or removed); the queue, the cache and the device ledger are kept.
+
+        All frameworks are built before any is swapped in, so a failure (FrameworkError, a plugin factory
+        rejecting its args) raises and leaves the running configuration untouched. Binding cycles already
+        under way finish with the framework they started with. Pending pods of a new profile are queued,
+        and pods parked as unschedulable get another attempt under the new configuration."""
+        reg = registry if registry is not None else default_registry()
+        for_profile = getattr(self.metrics, "for_profile", None)
+        profiles: dict[str, Framework] = {}
+        for p in config.profiles:
+            metrics = for_profile(p.scheduler_name) if callable(for_profile) else self.metrics
+            profiles[p.scheduler_name] = Framework(p, reg, metrics)
+        if not profiles:
+            raise ValueError("a configuration needs at least one profile")
+        q = self.queue
+        # The queue's per-plugin event registrations: keep the old ones (pods rejected under the old
+        # configuration still carry those plugin names) and add the new plugins'.
+        old_events: Mapping[str, frozenset[tuple[str, str]]] | None = getattr(q, "_events", None)
+        events: dict[str, frozenset[tuple[str, str]]] | None = None
+        if old_events is not None:
+            merged: dict[str, set[tuple[str, str]]] = {k: set(v) for k, v in old_events.items()}
+            for fw in profiles.values():
+                for name, evs in fw.events_to_register().items():
+                    merged.setdefault(name, set()).update(evs)
+            events = {k: frozenset(v) for k, v in merged.items()}
+        self.profiles = profiles
+        self.config = config
+        if hasattr(q, "_initial_backoff") and hasattr(q, "_max_backoff"):
+            q._initial_backoff = config.pod_initial_backoff_seconds
+            q._max_backoff = config.pod_max_backoff_seconds
+        if hasattr(q, "_events"):
+            # every unschedulable or gated pod is interested in "the configuration changed"
+            q._events = None
+            q.on_event("SchedulerConfiguration", "Update")
+            q._events = events
+        for pod in self.cache.pods().values():
+            if self.responsible(pod) and not pod.meta.deleting and pod.key not in q:
+                q.add(pod)
+        log.info(
+            "configuration applied",
+            profiles=[p.scheduler_name for p in config.profiles],
+            plugins={p.scheduler_name: sorted({r.name for refs in p.plugins.values() for r in refs})
+                     for p in config.profiles},
+        )
 
 
 def _refers_to(pod: Pod, claim: ResourceClaim) -> bool:

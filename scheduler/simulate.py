@@ -161,6 +161,7 @@ async def simulate(
             q.delete(key)
             continue
         await sched.run_once(info)
+    await _write_podgroup_status(api, sched)
     scheduled_at = time.perf_counter()
     final = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in api.stored("Pod")}
     scheduled = sum(
@@ -181,6 +182,17 @@ async def simulate(
         scheduler=sched,
         timing={"load": loaded - start, "scheduling": scheduled_at - loaded},
     )
+
+
+async def _write_podgroup_status(api: InMemoryAPI, sched: Scheduler) -> None:
+    from scheduler.gang import podgroup_status
+
+    pods = sched.cache.pods()
+    for key, pg in sched.cache.podgroups().items():
+        ns, name = key.split("/", 1)
+        members = [p for p in pods.values() if p.namespace == ns and p.pod_group == name]
+        status = podgroup_status(pg, members, sched.gang.groups.get(key))
+        await api.patch("PodGroup", ns, name, {"status": status}, subresource="status")
 
 
 def run_simulation(paths: Sequence[str], config: SchedulerConfig | None = None) -> SimulationResult:

@@ -420,8 +420,9 @@ class Allocator:
                 if expr is None:
                     raise AllocationError(f"{where}: selector #{i}: CEL expression empty (unsupported selector type?)")
                 if d.attribute_error:
-                    raise AllocationError(f"{where}: selector #{i} on device {c.id[0]}/{c.id[1]}/{d.name}: "
-                                          f"{d.attribute_error}")
+                    raise AllocationError(
+                        f"{where}: selector #{i} on device {c.id[0]}/{c.id[1]}/{d.name}: {d.attribute_error}"
+                    )
                 try:
                     ok = self.selectors.matches(expr, c.key, functools.partial(self._device_input, c))
                 except CELError as e:
@@ -505,7 +506,9 @@ class _Search:
                 where = f"claim {claim.key}, request {req.name}"
                 if req.first_available and req.exactly is None:
                     if not self.f.prioritized_list:
-                        raise AllocationError(f"{where}: has subrequests, but the DRAPrioritizedList feature is disabled")
+                        raise AllocationError(
+                            f"{where}: has subrequests, but the DRAPrioritizedList feature is disabled"
+                        )
                     specs = list(req.first_available)
                     subs.append(True)
                 elif req.exactly is not None:
@@ -516,7 +519,11 @@ class _Search:
                 if not self.f.consumable_capacity:
                     for s in specs:
                         if s.capacity:
-                            w = where if s is req.exactly else f"claim {claim.key}, subrequest {s.name.split('/', 1)[1]}"
+                            w = (
+                                where
+                                if s is req.exactly
+                                else f"claim {claim.key}, subrequest {s.name.split('/', 1)[1]}"
+                            )
                             raise AllocationError(
                                 f"{w}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
                             )
@@ -531,10 +538,13 @@ class _Search:
             cons = []
             for i, c in enumerate(claim.spec.constraints):
                 if c.match_attribute is None and c.distinct_attribute is None:
-                    raise AllocationError(f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)")
+                    raise AllocationError(
+                        f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                    )
                 if c.distinct_attribute is not None and not self.f.consumable_capacity:
                     raise AllocationError(
-                        f"claim {claim.key}, constraint #{i}: distinctAttribute requires the DRAConsumableCapacity feature"
+                        f"claim {claim.key}, constraint #{i}: "
+                        "distinctAttribute requires the DRAConsumableCapacity feature"
                     )
                 cons.append(_Constraint(c))
             self.rdata.append(rows)
@@ -563,7 +573,8 @@ class _Search:
             for p in self.pool_list:
                 if p.incomplete:
                     raise AllocationError(
-                        f"{where}: asks for all devices, but resource pool {p.id[0]}/{p.id[1]} is currently being updated"
+                        f"{where}: asks for all devices, but resource pool {p.id[0]}/{p.id[1]} "
+                        "is currently being updated"
                     )
                 if p.invalid:
                     raise AllocationError(
@@ -670,9 +681,10 @@ class _Search:
                 users = self.allocating.get(dev_id)
                 if users and ci in users:
                     continue
-            elif not (multi_ok and c.device.allow_multiple_allocations):
-                if dev_id in self.allocating or ledger.is_allocated(dev_id):
-                    continue
+            elif not (multi_ok and c.device.allow_multiple_allocations) and (
+                dev_id in self.allocating or ledger.is_allocated(dev_id)
+            ):
+                continue
             if not self._selectable(ci, claim, rd, c):
                 continue
             undo = self._try(ci, rd, c, must=False)
@@ -740,8 +752,8 @@ class _Search:
                     a.remove(request, driver, d)
                 if must:
                     raise AllocationError(
-                        f"claim {self.claims[ci].key}, request {request}: cannot add device {driver}/{c.pool[1]}/{d.name} "
-                        "because a claim constraint would not be satisfied"
+                        f"claim {self.claims[ci].key}, request {request}: cannot add device "
+                        f"{driver}/{c.pool[1]}/{d.name} because a claim constraint would not be satisfied"
                     )
                 return None
             added.append(con)

@@ -58,6 +58,7 @@ from scheduler.model import (
 
 NAME = "DynamicResources"
 STATE_KEY = "DynamicResources"
+GROUP_PENDING_KEY = "gang/pending-claims"  # claim uid -> ClaimAllocation reserved by other gang members
 MAX_CONSUMERS = 256  # ResourceClaimReservedForMaxSize
 FIRST_AVAILABLE_MAX = 8
 CONFLICT_RETRIES = 5
@@ -187,6 +188,12 @@ class DynamicResources:
                 pinned.append((c, c.allocation.node_selector))
                 continue
             if snap.ledger.is_pending(c.meta.uid):
+                group_alloc = (state.read(GROUP_PENDING_KEY) or {}).get(c.meta.uid)
+                if group_alloc is not None:
+                    # allocated in this gang cycle for another member of the group: use it like an
+                    # allocated claim (pinned to its node); PreBind of that member writes it first
+                    pinned.append((c, group_alloc.node_selector))
+                    continue
                 return None, Status.unresolvable(f"resource claim {c.key} is in the process of being allocated")
             for req in c.spec.requests:
                 specs = [req.exactly] if req.exactly is not None else list(req.first_available)
@@ -323,6 +330,53 @@ class DynamicResources:
             return "cannot allocate all claims (some resource pools are being updated)"
         return "cannot allocate all claims: requests fit one by one but not together (constraints or shared devices)"
 
+    # --- gangs ---------------------------------------------------------------------------------------------
+
+    def joint_allocate(self, states: Sequence[CycleState], node: NodeInfo) -> list[list[ClaimAllocation]] | None:
+        """Allocate the unallocated claims of several pods (their cycle states, after PreFilter) together
+        on one node, so the allocator can backtrack across pods. The caller has unreserved those pods'
+        earlier picks. Returns per-pod allocations (same order), or None. Raises AllocationError."""
+        datas: list[_CycleData | None] = [st.read(STATE_KEY) for st in states]
+        inputs: list[ClaimInput] = []
+        spans: list[tuple[int, int]] = []
+        seen: set[str] = set()
+        for d in datas:
+            start = len(inputs)
+            if d is not None and d.allocator is not None:
+                for inp in d.inputs:
+                    if inp.uid in seen:
+                        raise AllocationError(f"claim {inp.key} is shared by two members placed on one node")
+                    seen.add(inp.uid)
+                    inputs.append(inp)
+            spans.append((start, len(inputs)))
+        if not inputs:
+            return [[] for _ in states]
+        snap = states[-1].snapshot
+        allocator = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
+        result = allocator.allocate(node.node, inputs, self._node_pools(snap, node))
+        if result is None:
+            return None
+        out = [result[a:b] for a, b in spans]
+        for d, r in zip(datas, out, strict=True):
+            if d is not None and d.allocator is not None:
+                d.node_allocations[node.name] = r
+        return out
+
+    def claims_to_allocate(self, state: CycleState) -> list[ResourceClaim]:
+        data: _CycleData | None = state.read(STATE_KEY)
+        return [] if data is None else list(data.to_allocate)
+
+    def set_allocation(self, state: CycleState, node: str, allocs: list[ClaimAllocation]) -> None:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is not None:
+            data.node_allocations[node] = allocs
+
+    def allocation_for(self, state: CycleState, node: str) -> list[ClaimAllocation]:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return []
+        return data.node_allocations.get(node, [])
+
     # --- Score -----------------------------------------------------------------------------------------
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
@@ -423,6 +477,9 @@ class DynamicResources:
                         status = obj.setdefault("status", {})
                     status["allocation"] = alloc.raw
                 elif not status.get("allocation"):
+                    if attempt == 0:
+                        # our copy predates the allocation (written by another member of a gang)
+                        raise Conflict("stale claim copy")
                     raise _BindError(f"claim {claim.key} is no longer allocated")
                 reserved = list(status.get("reservedFor") or [])
                 if not any(r.get("uid") == pod.uid for r in reserved):

@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback for the e2e tests:
+#   etcd -> kube-apiserver -> kube-controller-manager (claim, GC, namespace controllers) -> kwok
+# from the binaries built by e2e/build.sh. Everything listens on 127.0.0.1 only.
+#
+#   e2e/cluster.sh up                  start (idempotent: a healthy cluster is left alone)
+#   e2e/cluster.sh down                stop everything and remove the run dir
+#   e2e/cluster.sh status              per-component state; exit 1 unless all are up and ready
+#   e2e/cluster.sh env                 shell exports: eval "$(e2e/cluster.sh env)"
+#   e2e/cluster.sh restart-apiserver [SECONDS]   stop kube-apiserver, wait SECONDS (default 0), start it
+#   e2e/cluster.sh stop|start|restart COMPONENT  one of: etcd kube-apiserver kube-controller-manager
+#                                                kwok kube-scheduler (the last is a baseline, not
+#                                                started by `up`)
+#
+# Environment:
+#   E2E_RUN_DIR    run dir (default /tmp/dra-scheduler-e2e): kubeconfig, pki, logs/, etcd data
+#   E2E_BIN_DIR    binaries (default ~/.cache/dra-scheduler/bin/<K8S_VERSION>)
+#   E2E_ETCD_PORT E2E_ETCD_PEER_PORT E2E_APISERVER_PORT E2E_KCM_PORT E2E_KWOK_PORT E2E_SCHEDULER_PORT
+#                  ports (defaults 23790 23800 26443 20257 20247 20259); E2E_PORTS=auto picks free ones
+#   E2E_FEATURE_GATES_EXTRA / E2E_RUNTIME_CONFIG_EXTRA   appended to the pinned ones in versions.env
+#   E2E_NO_QPS_LIMITS=1   kube-apiserver without inflight limits / priority-and-fairness (benchmarks)
+#   E2E_LOG_V      klog verbosity of the kube components (default 1)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+RUN=$E2E_RUN_DIR
+case $RUN in *[[:space:]]*|"") die "E2E_RUN_DIR must be a non-empty path without spaces" ;; esac
+MARKER=$RUN/.dra-scheduler-e2e
+ENV_FILE=$RUN/cluster.env
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok)
+
+FEATURE_GATES=$K8S_FEATURE_GATES${E2E_FEATURE_GATES_EXTRA:+,$E2E_FEATURE_GATES_EXTRA}
+RUNTIME_CONFIG=$K8S_RUNTIME_CONFIG${E2E_RUNTIME_CONFIG_EXTRA:+,$E2E_RUNTIME_CONFIG_EXTRA}
+LOG_V=${E2E_LOG_V:-1}
+
+now_ms() { date +%s%3N; }
+elapsed() { local ms=$(( $(now_ms) - $1 )); printf '%d.%03ds' $((ms / 1000)) $((ms % 1000)); }
+
+# ---- binaries --------------------------------------------------------------------------------------
+need_binaries() {
+  local missing=() b
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+    [ -x "$E2E_BIN_DIR/$b" ] || missing+=("$b")
+  done
+  [ ${#missing[@]} -eq 0 ] ||
+    die "missing binaries in $E2E_BIN_DIR: ${missing[*]} -- run e2e/build.sh (or: make e2e-build)"
+}
+
+# ---- ports -----------------------------------------------------------------------------------------
+port_free() {  # port_free PORT: can 127.0.0.1:PORT be bound right now?
+  python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+finally:
+    s.close()
+PY
+}
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+choose_ports() {
+  local var def
+  for var in ETCD_PORT:23790 ETCD_PEER_PORT:23800 APISERVER_PORT:26443 KCM_PORT:20257 KWOK_PORT:20247 SCHEDULER_PORT:20259; do
+    def=${var#*:}; var=${var%%:*}
+    local envvar=E2E_$var
+    local val=${!envvar:-}
+    if [ -z "$val" ]; then
+      if [ "${E2E_PORTS:-}" = auto ]; then val=$(free_port); else val=$def; fi
+    fi
+    port_free "$val" || die "port 127.0.0.1:$val ($var) is in use; stop whatever uses it, set $envvar=<port>, or E2E_PORTS=auto"
+    printf -v "$var" '%s' "$val"
+  done
+}
+
+# ---- run dir, pki, configs ------------------------------------------------------------------------
+prepare_run_dir() {
+  if [ -e "$RUN" ] && [ ! -e "$MARKER" ]; then
+    die "$RUN exists and was not created by e2e/cluster.sh; remove it or set E2E_RUN_DIR"
+  fi
+  rm -rf "$RUN"
+  mkdir -p "$RUN"/{pki,logs,pids,etcd-data,kcm,kube-scheduler}
+  chmod 700 "$RUN"
+  touch "$MARKER"
+}
+
+gen_pki() {
+  local p=$RUN/pki
+  ( cd "$p"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+      -keyout ca.key -out ca.crt -subj "/CN=dra-scheduler-e2e-ca" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n' > apiserver.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f apiserver.csr apiserver.ext ca.srl
+  ) || die "openssl failed to generate the certificates in $p"
+}
+
+write_configs() {
+  TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  # static bearer token: user e2e-admin in system:masters (bypasses RBAC)
+  printf '%s,e2e-admin,e2e-admin,"system:masters"\n' "$TOKEN" > "$RUN/tokens.csv"
+  SERVER=https://127.0.0.1:$APISERVER_PORT
+  local ca; ca=$(base64 -w0 < "$RUN/pki/ca.crt")
+  cat > "$RUN/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: dra-scheduler-e2e
+  cluster:
+    server: $SERVER
+    certificate-authority-data: $ca
+users:
+- name: e2e-admin
+  user:
+    token: $TOKEN
+contexts:
+- name: dra-scheduler-e2e
+  context:
+    cluster: dra-scheduler-e2e
+    user: e2e-admin
+current-context: dra-scheduler-e2e
+EOF
+  chmod 600 "$RUN/kubeconfig" "$RUN/tokens.csv"
+
+  # kwok: its options plus the Stage documents (standalone kwok embeds no default stages)
+  { cat "$E2E_DIR/kwok/kwok-configuration.yaml"
+    local f
+    for f in "$E2E_DIR"/kwok/stages/*.yaml; do echo "---"; cat "$f"; done
+  } > "$RUN/kwok.yaml"
+
+  cat > "$RUN/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $RUN/kubeconfig
+  qps: 5000
+  burst: 5000
+leaderElection:
+  leaderElect: false
+EOF
+
+  cat > "$ENV_FILE" <<EOF
+E2E_RUN_DIR=$RUN
+E2E_BIN_DIR=$E2E_BIN_DIR
+K8S_VERSION=$K8S_VERSION
+KUBECONFIG=$RUN/kubeconfig
+E2E_SERVER=$SERVER
+E2E_TOKEN=$TOKEN
+E2E_CA_FILE=$RUN/pki/ca.crt
+ETCD_PORT=$ETCD_PORT
+ETCD_PEER_PORT=$ETCD_PEER_PORT
+APISERVER_PORT=$APISERVER_PORT
+KCM_PORT=$KCM_PORT
+KWOK_PORT=$KWOK_PORT
+SCHEDULER_PORT=$SCHEDULER_PORT
+EOF
+}
+
+load_env() {
+  [ -f "$ENV_FILE" ] || return 1
+  # shellcheck disable=SC1090
+  . "$ENV_FILE"
+  TOKEN=$E2E_TOKEN SERVER=$E2E_SERVER
+}
+
+# ---- processes ------------------------------------------------------------------------------------
+# pid file: "<pid> <binary path>"; a pid is only ours if /proc/<pid>/exe is still that binary.
+pid_of() {
+  local f=$RUN/pids/$1.pid pid exe
+  [ -f "$f" ] || return 1
+  read -r pid exe < "$f" || return 1
+  [ -n "$pid" ] && [ -e "/proc/$pid" ] || return 1
+  local real; real=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  [ "${real% (deleted)}" = "$exe" ] || return 1
+  echo "$pid"
+}
+
+cmdline_of() {
+  local c=$1
+  case $c in
+    etcd) echo "$E2E_BIN_DIR/etcd" --name=e2e --data-dir="$RUN/etcd-data" \
+      --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+      --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+      --initial-cluster="e2e=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync \
+      --quota-backend-bytes=8589934592 --auto-compaction-mode=periodic --auto-compaction-retention=1h \
+      --log-level=warn ;;
+    kube-apiserver)
+      local extra=""
+      [ "${E2E_NO_QPS_LIMITS:-0}" = 1 ] &&
+        extra="--max-requests-inflight=0 --max-mutating-requests-inflight=0 --enable-priority-and-fairness=false"
+      echo "$E2E_BIN_DIR/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+      --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+      --tls-cert-file="$RUN/pki/apiserver.crt" --tls-private-key-file="$RUN/pki/apiserver.key" \
+      --client-ca-file="$RUN/pki/ca.crt" --token-auth-file="$RUN/tokens.csv" \
+      --authorization-mode=RBAC --anonymous-auth=true \
+      --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+      --service-account-key-file="$RUN/pki/sa.pub" --service-account-signing-key-file="$RUN/pki/sa.key" \
+      --service-cluster-ip-range=10.96.0.0/24 --allow-privileged=true \
+      --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
+      --endpoint-reconciler-type=none --profiling=false \
+      --runtime-config="$RUNTIME_CONFIG" --feature-gates="$FEATURE_GATES" \
+      --v="$LOG_V" $extra ;;
+    kube-controller-manager) echo "$E2E_BIN_DIR/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
+      --authentication-kubeconfig="$RUN/kubeconfig" --authorization-kubeconfig="$RUN/kubeconfig" \
+      --controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller \
+      --leader-elect=false --use-service-account-credentials=false \
+      --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --cert-dir="$RUN/kcm" \
+      --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
+      --kube-api-qps=500 --kube-api-burst=1000 \
+      --feature-gates="$FEATURE_GATES" --v="$LOG_V" ;;
+    kube-scheduler) echo "$E2E_BIN_DIR/kube-scheduler" --config="$RUN/kube-scheduler.yaml" \
+      --authentication-kubeconfig="$RUN/kubeconfig" --authorization-kubeconfig="$RUN/kubeconfig" \
+      --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --cert-dir="$RUN/kube-scheduler" \
+      --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
+      --feature-gates="$FEATURE_GATES" --v="$LOG_V" ;;
+    kwok) echo "$E2E_BIN_DIR/kwok" --kubeconfig="$RUN/kubeconfig" --config="$RUN/kwok.yaml" \
+      --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+      --server-address="127.0.0.1:$KWOK_PORT" ;;
+    *) die "unknown component: $c (etcd kube-apiserver kube-controller-manager kwok kube-scheduler)" ;;
+  esac
+}
+
+# probe COMPONENT: 0 when it answers healthy/ready
+probe() {
+  case $1 in
+    etcd) curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"' ;;
+    kube-apiserver) [ "$(curl -sf --max-time 3 --cacert "$RUN/pki/ca.crt" -H "Authorization: Bearer $TOKEN" \
+                        "$SERVER/readyz" 2>/dev/null)" = ok ] ;;
+    kube-controller-manager) [ "$(curl -skf --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null)" = ok ] ;;
+    kube-scheduler) [ "$(curl -skf --max-time 2 "https://127.0.0.1:$SCHEDULER_PORT/readyz" 2>/dev/null)" = ok ] ;;
+    kwok) [ "$(curl -sf --max-time 2 "http://127.0.0.1:$KWOK_PORT/healthz" 2>/dev/null)" = ok ] ;;
+  esac
+}
+
+fail_with_log() {  # fail_with_log COMPONENT MESSAGE
+  local log=$RUN/logs/$1.log
+  {
+    echo "error: $2"
+    echo "---- last 40 lines of $log ----"
+    tail -n 40 "$log" 2>/dev/null || true
+    echo "---- (run dir $RUN kept for inspection; e2e/cluster.sh down removes it)"
+  } >&2
+  exit 1
+}
+
+start_component() {  # start_component NAME [TIMEOUT_SECONDS]
+  local c=$1 timeout=${2:-120} pid t0
+  if pid=$(pid_of "$c"); then
+    probe "$c" && { log "$c already running (pid $pid)"; return 0; }
+  fi
+  local -a cmd
+  read -r -a cmd <<< "$(cmdline_of "$c")"
+  [ -x "${cmd[0]}" ] || die "missing binary ${cmd[0]} -- run e2e/build.sh"
+  t0=$(now_ms)
+  { echo "==== $(date -u +%Y-%m-%dT%H:%M:%SZ) starting: ${cmd[*]}"; } >> "$RUN/logs/$c.log"
+  setsid "${cmd[@]}" >> "$RUN/logs/$c.log" 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid ${cmd[0]}" > "$RUN/pids/$c.pid"
+  local deadline=$(( $(date +%s) + timeout ))
+  until probe "$c"; do
+    kill -0 "$pid" 2>/dev/null || fail_with_log "$c" "$c exited during startup"
+    [ "$(date +%s)" -lt "$deadline" ] || fail_with_log "$c" "$c not ready after ${timeout}s"
+    sleep 0.2
+  done
+  local e; e=$(elapsed "$t0")
+  log "$c ready in $e (pid $pid, log $RUN/logs/$c.log)"
+  echo "$c $e" >> "$RUN/timings.txt"
+}
+
+stop_component() {  # stop_component NAME
+  local c=$1 pid i
+  if pid=$(pid_of "$c"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$c (pid $pid) did not stop in 15s, killing"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 0.2
+    fi
+    log "$c stopped"
+  fi
+  rm -f "$RUN/pids/$c.pid"
+}
+
+# ---- commands -------------------------------------------------------------------------------------
+all_healthy() {
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    pid_of "$c" >/dev/null && probe "$c" || return 1
+  done
+}
+
+cmd_env() {
+  load_env || die "no cluster in $RUN (run e2e/cluster.sh up)"
+  cat <<EOF
+export KUBECONFIG=$KUBECONFIG
+export E2E_RUN_DIR=$E2E_RUN_DIR
+export E2E_SERVER=$E2E_SERVER
+export E2E_TOKEN=$E2E_TOKEN
+export E2E_CA_FILE=$E2E_CA_FILE
+export PATH=$E2E_BIN_DIR:\$PATH
+EOF
+}
+
+cmd_up() {
+  need_binaries
+  command -v openssl >/dev/null || die "openssl is required"
+  command -v curl >/dev/null || die "curl is required"
+  if [ -e "$MARKER" ] && load_env && all_healthy; then
+    log "cluster already up in $RUN"
+    echo "KUBECONFIG=$RUN/kubeconfig"
+    return 0
+  fi
+  if [ -e "$RUN" ]; then
+    log "cleaning up a stale or partial cluster in $RUN"
+    cmd_down
+  fi
+  local t0; t0=$(now_ms)
+  choose_ports
+  prepare_run_dir
+  gen_pki
+  write_configs
+  log "run dir $RUN; ports etcd=$ETCD_PORT apiserver=$APISERVER_PORT kcm=$KCM_PORT kwok=$KWOK_PORT"
+  local c
+  for c in "${COMPONENTS[@]}"; do start_component "$c"; done
+  log "cluster up in $(elapsed "$t0") (Kubernetes v$K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION)"
+  echo "total $(elapsed "$t0")" >> "$RUN/timings.txt"
+  echo "KUBECONFIG=$RUN/kubeconfig"
+}
+
+cmd_down() {
+  if [ ! -e "$RUN" ]; then log "no cluster in $RUN"; return 0; fi
+  [ -e "$MARKER" ] || die "$RUN was not created by e2e/cluster.sh; not touching it"
+  load_env || true
+  local c
+  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_component "$c"; done
+  rm -rf "$RUN"
+  log "cluster down, $RUN removed"
+}
+
+cmd_status() {
+  [ -e "$MARKER" ] && load_env || { echo "no cluster in $RUN"; return 1; }
+  local rc=0 c pid state
+  for c in "${COMPONENTS[@]}" kube-scheduler; do
+    if pid=$(pid_of "$c"); then
+      if probe "$c"; then state="ready (pid $pid)"; else state="NOT READY (pid $pid)"; rc=1; fi
+    else
+      state="not running"
+      [ "$c" = kube-scheduler ] || rc=1
+    fi
+    printf '%-24s %s\n' "$c" "$state"
+  done
+  echo "KUBECONFIG=$KUBECONFIG"
+  echo "server=$E2E_SERVER"
+  return $rc
+}
+
+need_cluster() { [ -e "$MARKER" ] && load_env || die "no cluster in $RUN (run e2e/cluster.sh up)"; }
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  restart-apiserver)
+    need_cluster
+    stop_component kube-apiserver
+    sleep "${2:-0}"
+    start_component kube-apiserver ;;
+  stop) need_cluster; stop_component "${2:?component}" ;;
+  start) need_cluster; need_binaries; start_component "${2:?component}" ;;
+  restart) need_cluster; stop_component "${2:?component}"; sleep "${3:-0}"; start_component "${2}" ;;
+  -h|--help|help|"") sed -n '2,25p' "$0" ;;
+  *) die "unknown command: $1 (up|down|status|env|restart-apiserver|stop|start|restart)" ;;
+esac

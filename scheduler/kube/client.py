@@ -1,0 +1,587 @@
+"""The connection to the API server and :class:`LiveAPI`, the live :class:`~scheduler.api.ClusterAPI`.
+
+* Connection settings come from a kubeconfig (``--kubeconfig``, else ``$KUBECONFIG``) or the in-cluster
+  service account, read with kubernetes-asyncio's loaders; requests then go out as raw JSON over one
+  aiohttp session (no generated models: they drop unknown fields and are ~30x slower to decode).
+* Every request, watches included, passes a client-side token bucket (``--qps``/``--burst``).
+* HTTP errors map to the scheduler's exceptions: 409 → Conflict, 404 → NotFound, 422 → Invalid, any other
+  status → ApiError(status); a request that got no answer → :class:`Unreachable` (status 0). Reads and
+  writes that the server cannot have applied (429, refused connections) are retried a few times.
+* ``bind`` POSTs ``pods/{name}/binding`` and accepts the 201 ``Status`` the API server answers (the typed
+  client fails on it, kubernetes-client/python #547). A bind whose outcome is unknown (connection lost,
+  409 because an earlier try went through) is settled by reading the pod back.
+* ``event`` queues a core/v1 Event and returns; a background task posts it (best effort: a failure is
+  logged, a full queue drops the event, nothing is raised), as client-go's event broadcaster does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import random
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import aiohttp
+import structlog
+
+from scheduler.api import ApiError, Conflict, Invalid, NotFound, Obj
+from scheduler.kube.resources import ALTERNATIVES, EVENT, OPTIONAL, POD, Resource, resource_for
+
+log = structlog.get_logger("dra_scheduler.kube")
+
+DEFAULT_QPS = 200.0
+DEFAULT_BURST = 400
+COMPONENT = "dra-scheduler"
+USER_AGENT = "dra-scheduler/0.1"
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+EVENT_MESSAGE_LIMIT = 1024  # the API server's note length limit
+RETRIES = 3
+
+
+class Unreachable(ApiError):
+    """No HTTP answer (connection refused or lost, timeout)."""
+
+    status = 0
+
+
+def error_for(status: int, body: bytes | str, what: str) -> ApiError:
+    """The scheduler exception for an HTTP error answer (a ``Status`` body gives the message)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    message = text.strip()[:2000]
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, dict) and doc.get("message"):
+            message = str(doc["message"])
+    except ValueError:
+        pass
+    message = f"{what}: {message or f'HTTP {status}'}"
+    if status == 409:
+        return Conflict(message)
+    if status == 404:
+        return NotFound(message)
+    if status == 422:
+        return Invalid(message)
+    return ApiError(message, status)
+
+
+class TokenBucket:
+    """Client-side rate limit: ``qps`` tokens a second, at most ``burst`` saved up (client-go's
+    token-bucket limiter). ``qps <= 0`` disables it."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._clock = clock
+        self._tokens = float(self.burst)
+        self._last = clock()
+        self.throttled_seconds = 0.0
+        self.throttled_requests = 0
+        self._last_warning = -1e9
+
+    def reserve(self) -> float:
+        """Take a token; returns how long the caller must wait before using it."""
+        if self.qps <= 0:
+            return 0.0
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    async def acquire(self) -> None:
+        delay = self.reserve()
+        if delay <= 0:
+            return
+        self.throttled_seconds += delay
+        self.throttled_requests += 1
+        now = self._clock()
+        if delay >= 1.0 and now - self._last_warning > 30:
+            self._last_warning = now
+            log.warning("client-side throttling", wait_seconds=round(delay, 3), qps=self.qps, burst=self.burst)
+        await asyncio.sleep(delay)
+
+
+TokenSource = Callable[[], Awaitable[str | None]]
+
+
+class KubeConnection:
+    """One aiohttp session to the API server, with authentication and the rate limiter."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        token: TokenSource | None = None,
+        basic_auth: tuple[str, str] | None = None,
+        server_hostname: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        request_timeout: float = 30.0,
+        user_agent: str = USER_AGENT,
+        source: str = "",
+    ) -> None:
+        self.host = host.rstrip("/")
+        self.limiter = TokenBucket(qps, burst)
+        self.request_timeout = request_timeout
+        self.source = source
+        self._ssl = ssl_context
+        self._token = token
+        self._basic = aiohttp.BasicAuth(*basic_auth) if basic_auth else None
+        self._server_hostname = server_hostname
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+        self._background: list[asyncio.Task[Any]] = []
+
+    @classmethod
+    async def from_kubeconfig(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        context: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+    ) -> KubeConnection:
+        """``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster service account."""
+        from kubernetes_asyncio.client import Configuration
+        from kubernetes_asyncio.config import kube_config
+        from kubernetes_asyncio.config.incluster_config import (
+            SERVICE_CERT_FILENAME,
+            SERVICE_TOKEN_FILENAME,
+            InClusterConfigLoader,
+        )
+
+        cfg = Configuration()
+        path = kubeconfig or os.environ.get("KUBECONFIG") or ""
+        loader = None
+        if path:
+            missing = [p for p in path.split(os.pathsep) if p and not os.path.exists(os.path.expanduser(p))]
+            if len(missing) == len([p for p in path.split(os.pathsep) if p]):
+                raise FileNotFoundError(f"kubeconfig {path}: no such file")
+            loader = await kube_config.load_kube_config(
+                config_file=path, context=context, client_configuration=cfg, persist_config=False
+            )
+            source = path
+        else:
+            InClusterConfigLoader(SERVICE_TOKEN_FILENAME, SERVICE_CERT_FILENAME).load_and_set(cfg)
+            source = "in-cluster"
+        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        if cfg.cert_file:
+            ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+        if not cfg.verify_ssl:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+
+        async def token() -> str | None:
+            if "BearerToken" not in cfg.api_key and cfg.refresh_api_key_hook is None:
+                return None
+            value = await cfg.get_api_key_with_prefix("BearerToken")
+            return str(value) if value else None
+
+        basic = (str(cfg.username), str(cfg.password)) if cfg.username and cfg.password else None
+        conn = cls(
+            str(cfg.host),
+            ssl_context=ctx if str(cfg.host).startswith("https") else None,
+            token=token,
+            basic_auth=basic,
+            server_hostname=cfg.tls_server_name or None,
+            qps=qps,
+            burst=burst,
+            source=source,
+        )
+        if loader is not None and (loader.provider == "gcp" or "exec" in (loader._user or {})):
+            # exec-plugin / gcp tokens expire: refresh them in the background, as kubernetes-asyncio does
+            conn._background.append(asyncio.create_task(kube_config.refresh_token(loader, cfg)))
+        log.info("api server connection", host=conn.host, source=source, qps=qps, burst=burst)
+        return conn
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=100, ssl=self._ssl if self._ssl is not None else False)
+            self._session = aiohttp.ClientSession(connector=connector, headers={"User-Agent": self._user_agent})
+        return self._session
+
+    async def close(self) -> None:
+        for t in self._background:
+            t.cancel()
+        for t in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._background.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        h = {"Accept": JSON}
+        if content_type:
+            h["Content-Type"] = content_type
+        if self._token is not None:
+            tok = await self._token()
+            if tok:
+                h["Authorization"] = tok if " " in tok else f"Bearer {tok}"
+        return h
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+        retry_unsent: bool = True,
+    ) -> Any:
+        """Send one request and return the decoded JSON answer (``None`` for an empty body).
+
+        Retried (up to RETRIES times, with backoff) only when the server cannot have acted on it: 429
+        (throttled by API Priority and Fairness, honouring Retry-After) and connections that could not be
+        opened; a GET is also retried on other connection errors and on 5xx answers."""
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        what = f"{method} {path}"
+        idempotent = method == "GET"
+        attempt = 0
+        while True:
+            attempt += 1
+            await self.limiter.acquire()
+            headers = await self._headers(content_type if data is not None else None)
+            t = aiohttp.ClientTimeout(total=timeout or self.request_timeout)
+            retry_after = 0.0
+            try:
+                async with self.session.request(
+                    method,
+                    self.host + path,
+                    params=params,
+                    data=data,
+                    headers=headers,
+                    timeout=t,
+                    auth=self._basic,
+                    server_hostname=self._server_hostname,
+                ) as resp:
+                    raw = await resp.read()
+                    if resp.status < 300:
+                        return json.loads(raw) if raw.strip() else None
+                    err = error_for(resp.status, raw, what)
+                    retryable = resp.status == 429 or (idempotent and resp.status >= 500)
+                    if not retryable or attempt >= RETRIES:
+                        raise err
+                    retry_after = _retry_after(resp.headers.get("Retry-After"))
+            except aiohttp.ClientConnectorError as e:  # not sent
+                if not retry_unsent or attempt >= RETRIES:
+                    raise Unreachable(f"{what}: {e}") from e
+            except (aiohttp.ClientError, TimeoutError) as e:
+                if not idempotent or attempt >= RETRIES:
+                    raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
+            delay = max(retry_after, 0.1 * 2**attempt * random.uniform(0.5, 1.5))
+            log.info("retrying request", request=what, attempt=attempt, delay=round(delay, 3))
+            await asyncio.sleep(delay)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, params: Mapping[str, str], timeout: float | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A streaming GET (watch): the response, its status already checked (error → ApiError)."""
+        await self.limiter.acquire()
+        headers = await self._headers(None)
+        t = aiohttp.ClientTimeout(total=timeout, sock_connect=10)
+        try:
+            async with self.session.get(
+                self.host + path,
+                params=params,
+                headers=headers,
+                timeout=t,
+                auth=self._basic,
+                server_hostname=self._server_hostname,
+            ) as resp:
+                if resp.status != 200:
+                    raise error_for(resp.status, await resp.read(), f"GET {path} (watch)")
+                yield resp
+        except aiohttp.ClientConnectorError as e:
+            raise Unreachable(f"GET {path} (watch): {e}") from e
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return min(max(float(value or 0), 0.0), 30.0)
+    except ValueError:
+        return 0.0
+
+
+async def iter_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The lines of a streamed body, however long (a watch event holds a whole object)."""
+    buf = bytearray()
+    async for chunk in resp.content.iter_any():
+        start = len(buf)
+        buf += chunk
+        i = buf.find(b"\n", start)
+        while i >= 0:
+            line = bytes(buf[:i])
+            del buf[: i + 1]
+            if line.strip():
+                yield line
+            i = buf.find(b"\n")
+    if bytes(buf).strip():
+        yield bytes(buf)
+
+
+def now_rfc3339(micro: bool = False) -> str:
+    t = dt.datetime.now(dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if micro else t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LiveAPI:
+    """:class:`~scheduler.api.ClusterAPI` over a :class:`KubeConnection`, with the same semantics as
+    :class:`~scheduler.memapi.InMemoryAPI` (optimistic concurrency, UID-guarded binding)."""
+
+    def __init__(
+        self,
+        conn: KubeConnection,
+        *,
+        component: str = COMPONENT,
+        instance: str | None = None,
+        event_queue_size: int = 1000,
+    ) -> None:
+        self.conn = conn
+        self.component = component
+        self.instance = instance or socket.gethostname()
+        self.served: dict[Resource, bool] = {}
+        self._events: asyncio.Queue[Obj] = asyncio.Queue(maxsize=event_queue_size)
+        self._event_task: asyncio.Task[None] | None = None
+        self.events_dropped = 0
+        self.events_posted = 0
+
+    # --- discovery ---------------------------------------------------------------------------------------
+
+    async def discover(self) -> dict[Resource, bool]:
+        """Which optional APIs (PodGroup CRD, scheduling.k8s.io PodGroups) the cluster serves."""
+        for r in OPTIONAL:
+            self.served[r] = await self.serves(r)
+        return dict(self.served)
+
+    async def serves(self, r: Resource) -> bool:
+        try:
+            doc = await self.conn.request("GET", r.group_version_path)
+        except NotFound:
+            return False
+        except ApiError as e:
+            log.warning("API discovery failed; treating the API as not served", api=r.api_version, error=str(e))
+            return False
+        return any(isinstance(x, dict) and x.get("name") == r.plural for x in (doc or {}).get("resources") or [])
+
+    def _resource(self, kind: str, api_version: str = "") -> Resource:
+        r = resource_for(kind, api_version)
+        if not api_version and kind in ALTERNATIVES and self.served and not self.served.get(r, True):
+            for alt in ALTERNATIVES[kind]:
+                if self.served.get(alt):
+                    return alt
+        return r
+
+    def _candidates(self, kind: str) -> list[Resource]:
+        """For a read or write by name only: the preferred resource, then the other served versions."""
+        first = self._resource(kind)
+        rest = [r for r in ALTERNATIVES.get(kind, ()) if r != first and self.served.get(r)]
+        return [first, *rest]
+
+    # --- ClusterAPI -------------------------------------------------------------------------------------------
+
+    async def get(self, kind: str, namespace: str, name: str) -> Obj:
+        last: ApiError | None = None
+        for r in self._candidates(kind):
+            try:
+                return _typed(await self.conn.request("GET", r.path(namespace, name)), r)
+            except NotFound as e:
+                last = e
+        assert last is not None
+        raise last
+
+    async def list(self, kind: str, namespace: str = "", **params: str) -> list[Obj]:
+        """All objects of ``kind`` (one page after the other). Not on the ClusterAPI protocol."""
+        r = self._resource(kind)
+        out: list[Obj] = []
+        cont = ""
+        while True:
+            q = {**params, "limit": "500"}
+            if cont:
+                q["continue"] = cont
+            doc = await self.conn.request("GET", r.path(namespace), params=q)
+            out.extend(_typed(o, r) for o in doc.get("items") or [])
+            cont = (doc.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                return out
+
+    async def create(self, kind: str, obj: Obj) -> Obj:
+        r = self._resource(kind, str(obj.get("apiVersion") or ""))
+        body = {**obj, "apiVersion": r.api_version, "kind": r.kind}
+        ns = (obj.get("metadata") or {}).get("namespace") or ("default" if r.namespaced else "")
+        return _typed(await self.conn.request("POST", r.path(ns), body=body), r)
+
+    async def update(self, kind: str, obj: Obj, subresource: str = "") -> Obj:
+        """PUT; the object's metadata.resourceVersion makes it conditional (stale → Conflict)."""
+        r = self._resource(kind, str(obj.get("apiVersion") or ""))
+        m = obj.get("metadata") or {}
+        if not m.get("resourceVersion"):
+            raise Invalid(f"{kind} {m.get('name')}: update needs metadata.resourceVersion")
+        body = {**obj, "apiVersion": r.api_version, "kind": r.kind}
+        path = r.path(m.get("namespace") or "", m.get("name") or "", subresource)
+        return _typed(await self.conn.request("PUT", path, body=body), r)
+
+    async def patch(self, kind: str, namespace: str, name: str, patch: Obj, subresource: str = "") -> Obj:
+        """Merge patch (RFC 7386); a Pod's status is patched with a strategic merge patch so that the
+        conditions and claim statuses it does not name survive (list entries merge by key).
+        ``metadata.uid`` / ``metadata.resourceVersion`` in the patch are checked by the API server."""
+        last: ApiError | None = None
+        for r in self._candidates(kind):
+            ctype = STRATEGIC_MERGE_PATCH if (r == POD and subresource == "status") else MERGE_PATCH
+            try:
+                doc = await self.conn.request(
+                    "PATCH", r.path(namespace, name, subresource), body=patch, content_type=ctype
+                )
+            except NotFound as e:
+                last = e
+                continue
+            return _typed(doc, r)
+        assert last is not None
+        raise last
+
+    async def delete(self, kind: str, namespace: str, name: str) -> None:
+        last: ApiError | None = None
+        for r in self._candidates(kind):
+            try:
+                await self.conn.request("DELETE", r.path(namespace, name))
+                return
+            except NotFound as e:
+                last = e
+        assert last is not None
+        raise last
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST pods/{name}/binding with the pod UID as precondition (201 + a Status is success)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self.conn.request("POST", POD.path(namespace, name, "binding"), body=body)
+            return
+        except (Conflict, Unreachable) as e:
+            # An earlier try, or this one, may have gone through: the pod, read back, settles it.
+            if await self._bound_to(namespace, name, uid, node):
+                log.info("binding confirmed by reading the pod back", pod=f"{namespace}/{name}", node=node)
+                return
+            raise e
+        except ApiError as e:
+            if e.status >= 500 and await self._bound_to(namespace, name, uid, node):
+                return
+            raise
+
+    async def _bound_to(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        try:
+            pod = await self.conn.request("GET", POD.path(namespace, name))
+        except ApiError:
+            return False
+        return bool((pod.get("metadata") or {}).get("uid") == uid and (pod.get("spec") or {}).get("nodeName") == node)
+
+    async def event(self, obj: Obj, event_type: str, reason: str, message: str, action: str) -> None:
+        """Queue a core/v1 Event about ``obj``; never raises, never waits for the API server."""
+        try:
+            ev = self._event_body(obj, event_type, reason, message, action)
+        except Exception as e:  # best effort: a malformed object must not break scheduling
+            log.warning("event not recorded", reason=reason, error=str(e))
+            return
+        if self._event_task is None or self._event_task.done():
+            self._event_task = asyncio.create_task(self._post_events(), name="event-poster")
+        try:
+            self._events.put_nowait(ev)
+        except asyncio.QueueFull:
+            self.events_dropped += 1
+            if self.events_dropped % 100 == 1:
+                log.warning("event queue full, dropping events", dropped=self.events_dropped)
+
+    def _event_body(self, obj: Obj, event_type: str, reason: str, message: str, action: str) -> Obj:
+        m = obj.get("metadata") or {}
+        kind = str(obj.get("kind") or "")
+        api_version = str(obj.get("apiVersion") or "")
+        if not api_version and kind:
+            with contextlib.suppress(ValueError):
+                api_version = resource_for(kind).api_version
+        ns = str(m.get("namespace") or "")
+        name = str(m.get("name") or "")
+        if len(message) > EVENT_MESSAGE_LIMIT:
+            message = message[: EVENT_MESSAGE_LIMIT - 4] + " ..."
+        now = now_rfc3339()
+        involved = {"apiVersion": api_version, "kind": kind, "name": name, "namespace": ns, "uid": m.get("uid", "")}
+        if m.get("resourceVersion"):
+            involved["resourceVersion"] = m["resourceVersion"]
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{time.time_ns():x}{uuid.uuid4().hex[:4]}", "namespace": ns or "default"},
+            "involvedObject": involved,
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "action": action,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+    async def _post_events(self) -> None:
+        while True:
+            ev = await self._events.get()
+            try:
+                await self.conn.request("POST", EVENT.path(ev["metadata"]["namespace"]), body=ev)
+                self.events_posted += 1
+            except ApiError as e:
+                log.warning(
+                    "could not record event",
+                    reason=ev.get("reason"),
+                    object=f"{ev['involvedObject'].get('namespace')}/{ev['involvedObject'].get('name')}",
+                    error=str(e),
+                )
+            except Exception as e:  # keep the poster alive whatever happens
+                log.error("event poster failed", error=repr(e))
+            finally:
+                self._events.task_done()
+
+    async def flush_events(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` seconds) until every queued event has been posted or given up."""
+        if self._event_task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._events.join(), timeout)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        await self.flush_events(timeout)
+        if self._event_task is not None:
+            self._event_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._event_task
+            self._event_task = None
+
+
+def _typed(obj: Any, r: Resource) -> Obj:
+    """List items come without apiVersion/kind: give them the resource's, so the object is self-describing."""
+    if not isinstance(obj, dict):
+        raise ApiError(f"unexpected answer for {r.kind}: {type(obj).__name__}")
+    if "kind" not in obj or "apiVersion" not in obj:
+        obj.setdefault("apiVersion", r.api_version)
+        obj.setdefault("kind", r.kind)
+    return obj

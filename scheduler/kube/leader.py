@@ -1,0 +1,197 @@
+"""Lease-based leader election (coordination.k8s.io/v1), as client-go's leaderelection does it.
+
+* Acquire: every ``retry_period`` (jittered), read the Lease; take it when it does not exist, is ours, is
+  free (empty holder) or has not been renewed for ``lease_duration`` as observed on *our* clock (the time we
+  last saw the record change, so clock skew between replicas does not matter). Writes are conditional on the
+  resourceVersion, so two candidates cannot both win.
+* Renew: every ``retry_period``; when no renewal succeeded for ``renew_deadline``, or the Lease names another
+  holder, leadership is lost: ``on_lost`` is called (the process then exits non-zero: a scheduler that
+  lost its lease must not keep writing with a cache it can no longer trust, kubernetes#81306).
+* ``release`` (graceful shutdown) empties the holder so a standby takes over at once.
+
+Defaults are kube-scheduler's: lease 15 s, renew deadline 10 s, retry 2 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound, Obj
+
+log = structlog.get_logger("dra_scheduler.leader")
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def _micro_time() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: ClusterAPI,
+        namespace: str = "kube-system",
+        name: str = "dra-scheduler",
+        identity: str | None = None,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        on_started: Callable[[], None] | None = None,
+        on_lost: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity or default_identity()
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_started = on_started
+        self.on_lost = on_lost
+        self.clock = clock
+        self.is_leader = asyncio.Event()
+        self.lost = asyncio.Event()
+        self.observed_holder = ""
+        self._observed_record: Any = None
+        self._observed_time = 0.0
+        self._lease: Obj | None = None
+        self._log = log.bind(lease=f"{namespace}/{name}", identity=self.identity)
+
+    # --- the loop -----------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Acquire, then renew until leadership is lost (``on_lost`` called) or the task is cancelled."""
+        await self._acquire()
+        self.is_leader.set()
+        self._log.info("became leader")
+        if self.on_started is not None:
+            self.on_started()
+        await self._renew_loop()
+        self.is_leader.clear()
+        self.lost.set()
+        self._log.error("leadership lost", holder=self.observed_holder)
+        if self.on_lost is not None:
+            self.on_lost()
+
+    async def _acquire(self) -> None:
+        announced = ""
+        while True:
+            if await self._try(deadline=self.retry_period * 5):
+                return
+            if self.observed_holder and self.observed_holder != announced:
+                announced = self.observed_holder
+                self._log.info("waiting for the lease", holder=self.observed_holder)
+            await asyncio.sleep(self.retry_period * random.uniform(1.0, 1.2))
+
+    async def _renew_loop(self) -> None:
+        last_renew = self.clock()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            remaining = self.renew_deadline - (self.clock() - last_renew)
+            ok = remaining > 0 and await self._try(deadline=remaining)
+            if ok:
+                last_renew = self.clock()
+                continue
+            if self.observed_holder and self.observed_holder != self.identity:
+                return  # taken over
+            if self.clock() - last_renew >= self.renew_deadline:
+                return  # could not renew in time
+
+    async def _try(self, deadline: float) -> bool:
+        try:
+            return await asyncio.wait_for(self._try_acquire_or_renew(), max(deadline, 0.01))
+        except TimeoutError:
+            self._log.warning("lease request timed out")
+        except ApiError as e:
+            self._log.warning("lease request failed", error=str(e), status=e.status)
+        return False
+
+    # --- one attempt (client-go tryAcquireOrRenew) ----------------------------------------------------------
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now_t = self.clock()
+        now = _micro_time()
+        try:
+            lease = await self.api.get("Lease", self.namespace, self.name)
+        except NotFound:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(now, now, 0),
+            }
+            try:
+                self._lease = await self.api.create("Lease", body)
+            except Conflict:
+                return False
+            self._observe(self._lease, now_t)
+            return True
+        self._observe(lease, now_t)
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        mine = holder == self.identity
+        if holder and not mine and self._observed_time + duration > now_t:
+            return False  # held by another candidate, and not expired
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if mine:
+            acquire_time = str(spec.get("acquireTime") or now)
+        else:
+            acquire_time = now
+            transitions += 1
+        new = {**lease, "spec": {**spec, **self._spec(acquire_time, now, transitions)}}
+        try:
+            self._lease = await self.api.update("Lease", new)
+        except Conflict:
+            return False
+        self._observe(self._lease, self.clock())
+        return True
+
+    def _spec(self, acquire_time: str, renew_time: str, transitions: int) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "acquireTime": acquire_time,
+            "renewTime": renew_time,
+            "leaseTransitions": transitions,
+        }
+
+    def _observe(self, lease: Obj, now_t: float) -> None:
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("acquireTime"))
+        if record != self._observed_record:
+            self._observed_record = record
+            self._observed_time = now_t
+        self.observed_holder = str(spec.get("holderIdentity") or "")
+
+    async def release(self) -> None:
+        """Give the lease up (graceful shutdown): empty holder, so another replica takes it at once."""
+        if not self.is_leader.is_set() or self._lease is None:
+            return
+        self.is_leader.clear()
+        spec = {
+            **(self._lease.get("spec") or {}),
+            "holderIdentity": None,
+            "leaseDurationSeconds": 1,
+            "renewTime": _micro_time(),
+        }
+        with contextlib.suppress(ApiError, TimeoutError):
+            await asyncio.wait_for(self.api.update("Lease", {**self._lease, "spec": spec}), self.retry_period)
+            self._log.info("lease released")

@@ -1,0 +1,305 @@
+"""Informers against the fake API server: list + watch into the Cache, 410 re-list, reconnects, staleness."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from scheduler.cache import Cache
+from scheduler.kube.client import KubeConnection
+from scheduler.kube.informer import Informer, InformerSet, cache_lookup
+from scheduler.kube.resources import NODE, POD, RESOURCE_CLAIM
+from tests.fake_apiserver import FakeAPIServer
+
+FAST = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": (30.0, 30.0)}
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeAPIServer]:
+    s = FakeAPIServer()
+    await s.start()
+    yield s
+    await s.stop()
+
+
+@pytest.fixture
+async def conn(server: FakeAPIServer) -> AsyncIterator[KubeConnection]:
+    c = KubeConnection(server.url, qps=0)
+    yield c
+    await c.close()
+
+
+async def eventually(cond: Callable[[], Any], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.01)
+
+
+def pod(name: str, ns: str = "default", node: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "dra-scheduler", "containers": [{"name": "c"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def claim(name: str, ns: str = "default") -> dict[str, Any]:
+    req = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {"devices": {"requests": [req]}}}
+
+
+async def test_initial_list_is_paginated_and_synced(server: FakeAPIServer, conn: KubeConnection) -> None:
+    for i in range(5):
+        server.add("Pod", pod(f"p{i}"))
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, page_size=2, cached=cache_lookup(cache), **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    assert sorted(cache.pods()) == [f"default/p{i}" for i in range(5)]
+    lists = [q for m, p, q, _ in server.requests if m == "GET" and p == "/api/v1/pods" and "watch" not in q]
+    assert [q.get("continue", "") != "" for q in lists] == [False, True, True]
+    assert all(q["limit"] == "2" for q in lists)
+    p0 = cache.pod("default/p0")
+    assert p0 is not None and p0.raw["kind"] == "Pod" and p0.raw["apiVersion"] == "v1"
+    await eventually(lambda: server.count("GET", "/api/v1/pods") == 4)  # the watch
+    watch = server.requests[-1][2]
+    assert watch["watch"] == "1" and watch["allowWatchBookmarks"] == "true"
+    assert watch["resourceVersion"] == inf.resource_version
+    await inf.stop()
+
+
+async def test_watch_events_reach_the_cache(server: FakeAPIServer, conn: KubeConnection) -> None:
+    server.add("Node", {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}})
+    cache = Cache()
+    infs = InformerSet(
+        [Informer(conn, r, cache.apply, cached=cache_lookup(cache), **FAST) for r in (NODE, POD, RESOURCE_CLAIM)]
+    )
+    infs.start()
+    await asyncio.wait_for(infs.wait_synced(), 5)
+    assert infs.synced and not infs.not_synced()
+    await eventually(lambda: len(server.watches) == 3)
+    server.add("Pod", pod("a"))
+    server.add("ResourceClaim", claim("c1"))
+    await eventually(lambda: cache.pod("default/a") is not None and cache.claim("default/c1") is not None)
+    p = server.get("Pod", "default", "a")
+    assert p is not None
+    p["spec"]["nodeName"] = "n1"
+    server.modify("Pod", p)
+    await eventually(lambda: (cache.pod("default/a") or pod_none()).node_name == "n1")
+    await eventually(lambda: "default/a" in cache.snapshot().node_map["n1"].pods)
+    server.remove("Pod", "default", "a")
+    await eventually(lambda: cache.pod("default/a") is None)
+    assert cache.snapshot().node_map["n1"].pods == ()
+    server.remove("ResourceClaim", "default", "c1")
+    await eventually(lambda: cache.claim("default/c1") is None)
+    await infs.stop()
+
+
+def pod_none() -> Any:
+    class _P:
+        node_name = None
+
+    return _P()
+
+
+async def test_relist_after_410_reconciles(server: FakeAPIServer, conn: KubeConnection) -> None:
+    for n in ("keep", "gone", "changed"):
+        server.add("Pod", pod(n))
+    cache = Cache()
+    seen: list[tuple[str, str]] = []
+
+    def sink(kind: str, event: str, raw: dict[str, Any]) -> None:
+        seen.append((event, raw["metadata"]["name"]))
+        cache.apply(kind, event, raw)
+
+    inf = Informer(conn, POD, sink, cached=cache_lookup(cache), **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    seen.clear()
+    # changes the watch never reports (history compacted before it could)
+    server.remove("Pod", "default", "gone", silent=True)
+    ch = server.get("Pod", "default", "changed")
+    assert ch is not None
+    ch["metadata"]["labels"] = {"v": "2"}
+    server.modify("Pod", ch, silent=True)
+    server.add("Pod", pod("new"), silent=True)
+    server.expire()
+    await eventually(lambda: inf.stats["relists"] == 1)
+    assert sorted(seen) == [("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "changed")]
+    assert sorted(cache.pods()) == ["default/changed", "default/keep", "default/new"]
+    changed = cache.pod("default/changed")
+    assert changed is not None and changed.meta.labels == {"v": "2"}
+    assert inf.stats["gone"] == 1
+    # and the watch goes on from the re-list's resourceVersion
+    await eventually(lambda: len(server.watches) == 1)
+    server.add("Pod", pod("later"))
+    await eventually(lambda: cache.pod("default/later") is not None)
+    await inf.stop()
+
+
+async def test_watch_from_a_compacted_version_relists(server: FakeAPIServer, conn: KubeConnection) -> None:
+    server.add("Pod", pod("a"))
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    server.remove("Pod", "default", "a", silent=True)
+    server.disconnect()  # drops the stream; the re-watch from the old version gets 410
+    server.compacted = server.rv + 1
+    server.rv += 1
+    await eventually(lambda: cache.pod("default/a") is None)
+    assert inf.stats["relists"] >= 1
+    await inf.stop()
+
+
+async def test_reconnect_after_disconnect_resumes_from_last_version(
+    server: FakeAPIServer, conn: KubeConnection
+) -> None:
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    server.add("Pod", pod("a"))
+    await eventually(lambda: cache.pod("default/a") is not None)
+    last_rv = inf.resource_version
+    server.disconnect()
+    await eventually(lambda: len(server.watches) == 0)
+    server.add("Pod", pod("b"))  # while disconnected: replayed from history on the new watch
+    await eventually(lambda: cache.pod("default/b") is not None)
+    watches = [q for m, p, q, _ in server.requests if q.get("watch") == "1"]
+    assert len(watches) >= 2 and watches[1]["resourceVersion"] == last_rv
+    assert inf.stats["lists"] == 1  # no re-list needed
+    await inf.stop()
+
+
+async def test_bookmarks_advance_the_resource_version(server: FakeAPIServer, conn: KubeConnection) -> None:
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    server.add("Node", {"metadata": {"name": "n"}})  # other kinds move the global resourceVersion
+    server.bookmark()
+    await eventually(lambda: inf.stats["bookmarks"] == 1)
+    assert inf.resource_version == str(server.rv)
+    await inf.stop()
+
+
+async def test_an_older_event_does_not_overwrite_a_newer_cached_object(
+    server: FakeAPIServer, conn: KubeConnection
+) -> None:
+    server.add("ResourceClaim", claim("c"))
+    cache = Cache()
+    inf = Informer(conn, RESOURCE_CLAIM, cache.apply, cached=cache_lookup(cache), **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    # the cache learnt of a newer version (e.g. the answer to our own write) before the watch did
+    newer = server.get("ResourceClaim", "default", "c")
+    assert newer is not None
+    newer["metadata"]["resourceVersion"] = str(server.rv + 100)
+    newer["metadata"]["labels"] = {"version": "newer"}
+    cache.apply("ResourceClaim", "MODIFIED", newer)
+    late = server.get("ResourceClaim", "default", "c")
+    assert late is not None
+    late["metadata"]["labels"] = {"version": "late"}
+    server.modify("ResourceClaim", late)  # rv below the cached one
+    await eventually(lambda: inf.stats["stale"] == 1)
+    held = cache.claim("default/c")
+    assert held is not None and held.meta.labels == {"version": "newer"}
+    # a really newer event is applied
+    server.rv += 200
+    latest = server.get("ResourceClaim", "default", "c")
+    assert latest is not None
+    latest["metadata"]["labels"] = {"version": "latest"}
+    server.modify("ResourceClaim", latest)
+    await eventually(lambda: (cache.claim("default/c") or held).meta.labels == {"version": "latest"})
+    await inf.stop()
+
+
+async def test_duplicate_objects_are_not_reapplied(server: FakeAPIServer, conn: KubeConnection) -> None:
+    server.add("Pod", pod("a"))
+    events: list[str] = []
+    inf = Informer(conn, POD, lambda k, e, o: events.append(e), **FAST)
+    items, _ = await inf.list_all()
+    inf.reconcile(items)
+    inf.reconcile(items)  # same versions: nothing to do
+    assert events == ["ADDED"]
+
+
+async def test_resync_relists(server: FakeAPIServer, conn: KubeConnection) -> None:
+    server.add("Pod", pod("a"))
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    server.remove("Pod", "default", "a", silent=True)
+    await asyncio.wait_for(inf.resync(), 5)
+    assert cache.pod("default/a") is None and inf.stats["relists"] == 1
+    await eventually(lambda: len(server.watches) == 1)
+    await inf.stop()
+
+
+async def test_list_errors_back_off_and_retry(server: FakeAPIServer, conn: KubeConnection) -> None:
+    server.add("Pod", pod("a"))
+    server.fail("GET", "/api/v1/pods", 500, times=5)  # a GET is retried 3 times per call
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 10)
+    assert cache.pod("default/a") is not None and inf.stats["errors"] >= 1
+    await inf.stop()
+
+
+async def test_field_selector_turns_finished_pods_into_deletions(server: FakeAPIServer, conn: KubeConnection) -> None:
+    server.add("Pod", pod("a"))
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, field_selector="status.phase!=Succeeded,status.phase!=Failed", **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    p = server.get("Pod", "default", "a")
+    assert p is not None
+    p["status"] = {"phase": "Succeeded"}
+    server.modify("Pod", p)
+    await eventually(lambda: cache.pod("default/a") is None)
+    await inf.stop()
+
+
+async def test_stop_is_clean(server: FakeAPIServer, conn: KubeConnection) -> None:
+    inf = Informer(conn, POD, lambda *a: None, **FAST)
+    task = inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    await asyncio.wait_for(inf.stop(), 2)
+    assert task.done() and task.cancelled()
+    server.bookmark()  # the server notices the closed connection on its next write
+    await eventually(lambda: len(server.watches) == 0)
+
+
+async def test_a_failing_sink_does_not_stop_the_informer(server: FakeAPIServer, conn: KubeConnection) -> None:
+    got: list[str] = []
+
+    def sink(kind: str, event: str, raw: dict[str, Any]) -> None:
+        if raw["metadata"]["name"] == "bad":
+            raise RuntimeError("boom")
+        got.append(raw["metadata"]["name"])
+
+    inf = Informer(conn, POD, sink, **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    server.add("Pod", pod("bad"))
+    server.add("Pod", pod("good"))
+    await eventually(lambda: got == ["good"])
+    assert inf.stats["sink_errors"] == 1
+    await inf.stop()

@@ -1,0 +1,131 @@
+"""Lease leader election against the fake API server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from scheduler.kube.client import KubeConnection, LiveAPI
+from scheduler.kube.leader import LeaderElector
+from tests.fake_apiserver import FakeAPIServer
+
+FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.1}
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeAPIServer]:
+    s = FakeAPIServer()
+    await s.start()
+    yield s
+    await s.stop()
+
+
+@pytest.fixture
+async def api(server: FakeAPIServer) -> AsyncIterator[LiveAPI]:
+    conn = KubeConnection(server.url, qps=0)
+    yield LiveAPI(conn)
+    await conn.close()
+
+
+async def eventually(cond: Callable[[], Any], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.01)
+
+
+async def cancel(*tasks: asyncio.Task[Any]) -> None:
+    for t in tasks:
+        t.cancel()
+    for t in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await t
+
+
+def lease(server: FakeAPIServer) -> dict[str, Any]:
+    got = server.get("Lease", "kube-system", "dra-scheduler")
+    assert got is not None
+    return got
+
+
+async def test_acquires_and_renews(server: FakeAPIServer, api: LiveAPI) -> None:
+    started: list[str] = []
+    el = LeaderElector(api, identity="a", on_started=lambda: started.append("a"), **FAST)
+    task = asyncio.create_task(el.run())
+    await asyncio.wait_for(el.is_leader.wait(), 5)
+    assert started == ["a"]
+    spec = lease(server)["spec"]
+    assert spec["holderIdentity"] == "a" and spec["leaseDurationSeconds"] == 1 and spec["leaseTransitions"] == 0
+    first = spec["renewTime"]
+    await eventually(lambda: lease(server)["spec"]["renewTime"] != first)
+    assert lease(server)["spec"]["acquireTime"] == spec["acquireTime"]  # renewing keeps the acquire time
+    assert not task.done()
+    await cancel(task)
+    await el.release()
+    assert not lease(server)["spec"].get("holderIdentity")
+
+
+async def test_a_second_candidate_waits_then_takes_over_a_released_lease(server: FakeAPIServer, api: LiveAPI) -> None:
+    a = LeaderElector(api, identity="a", **FAST)
+    b = LeaderElector(api, identity="b", **FAST)
+    ta = asyncio.create_task(a.run())
+    await asyncio.wait_for(a.is_leader.wait(), 5)
+    tb = asyncio.create_task(b.run())
+    await asyncio.sleep(0.5)
+    assert not b.is_leader.is_set() and b.observed_holder == "a"
+    await cancel(ta)
+    await a.release()
+    await asyncio.wait_for(b.is_leader.wait(), 5)
+    spec = lease(server)["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+    await cancel(tb)
+
+
+async def test_an_expired_lease_is_taken(server: FakeAPIServer, api: LiveAPI) -> None:
+    server.add(
+        "Lease",
+        {
+            "metadata": {"name": "dra-scheduler", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "dead", "leaseDurationSeconds": 1, "renewTime": "2026-01-01T00:00:00.000000Z"},
+        },
+    )
+    el = LeaderElector(api, identity="a", **FAST)
+    task = asyncio.create_task(el.run())
+    await asyncio.wait_for(el.is_leader.wait(), 5)  # after one lease duration without a renewal
+    assert lease(server)["spec"]["holderIdentity"] == "a"
+    await cancel(task)
+
+
+async def test_lost_callback_when_the_lease_is_taken_over(server: FakeAPIServer, api: LiveAPI) -> None:
+    lost: list[bool] = []
+    el = LeaderElector(api, identity="a", on_lost=lambda: lost.append(True), **FAST)
+    task = asyncio.create_task(el.run())
+    await asyncio.wait_for(el.is_leader.wait(), 5)
+    stolen = lease(server)
+    stolen["spec"]["holderIdentity"] = "intruder"
+    server.modify("Lease", stolen)
+    await asyncio.wait_for(task, 5)
+    assert lost == [True] and el.lost.is_set() and not el.is_leader.is_set()
+
+
+async def test_lost_callback_when_renewal_fails_past_the_deadline(server: FakeAPIServer, api: LiveAPI) -> None:
+    lost: list[float] = []
+    loop = asyncio.get_running_loop()
+    el = LeaderElector(api, identity="a", on_lost=lambda: lost.append(loop.time()), **FAST)
+    task = asyncio.create_task(el.run())
+    await asyncio.wait_for(el.is_leader.wait(), 5)
+    failing_since = loop.time()
+    server.fail("GET", "/leases/dra-scheduler", 500, times=1000)
+    await asyncio.wait_for(task, 5)
+    assert lost and lost[0] - failing_since >= 0.4  # not before the renew deadline
+
+
+def test_durations_must_be_ordered() -> None:
+    with pytest.raises(ValueError):
+        LeaderElector(None, lease_duration=10, renew_deadline=10, retry_period=2)  # type: ignore[arg-type]

@@ -1,0 +1,326 @@
+"""``dra-scheduler run`` in-process against the fake API server: sync, readiness, scheduling with DRA,
+metrics, configuration reload (valid / invalid), leader election, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from scheduler.cli import main as cli_main
+from scheduler.kube.client import KubeConnection
+from scheduler.run import RunOptions, SchedulerApp
+from tests.fake_apiserver import FakeAPIServer
+
+INFORMER = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": (30.0, 30.0)}
+DRIVER = "gpu.example.com"
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeAPIServer]:
+    s = FakeAPIServer()
+    await s.start()
+    yield s
+    await s.stop()
+
+
+async def eventually(cond: Callable[[], Any], timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.02)
+
+
+def cluster(server: FakeAPIServer, gpus: int = 2) -> None:
+    server.add("Namespace", {"metadata": {"name": "default"}})
+    server.add(
+        "Node",
+        {
+            "metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+        },
+    )
+    server.add(
+        "DeviceClass",
+        {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}},
+    )
+    server.add(
+        "ResourceSlice",
+        {
+            "metadata": {"name": "node-1-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": "node-1",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(gpus)],
+            },
+        },
+    )
+
+
+def claim_and_pod(server: FakeAPIServer, name: str) -> None:
+    req = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}
+    server.add("ResourceClaim", {"metadata": {"name": f"{name}-gpu"}, "spec": {"devices": {"requests": [req]}}})
+    server.add(
+        "Pod",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": "dra-scheduler",
+                "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}],
+            },
+            "status": {"phase": "Pending"},
+        },
+    )
+
+
+def options(**kw: Any) -> RunOptions:
+    base: dict[str, Any] = {
+        "metrics_port": 0,
+        "metrics_host": "127.0.0.1",
+        "install_signal_handlers": False,
+        "informer_options": INFORMER,
+        "shutdown_timeout": 5.0,
+        "lease_duration": 1.0,
+        "renew_deadline": 0.5,
+        "retry_period": 0.1,
+    }
+    base.update(kw)
+    return RunOptions(**base)
+
+
+@contextlib.asynccontextmanager
+async def running(server: FakeAPIServer, **kw: Any) -> AsyncIterator[tuple[SchedulerApp, asyncio.Task[int]]]:
+    app = SchedulerApp(options(**kw), KubeConnection(server.url, qps=0))
+    task = asyncio.create_task(app.run())
+    try:
+        yield app, task
+    finally:
+        app.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 10)
+
+
+async def get(port: int, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}{path}") as r:
+        return r.status, await r.text()
+
+
+def bound(server: FakeAPIServer, name: str) -> str:
+    p = server.get("Pod", "default", name)
+    return "" if p is None else str((p.get("spec") or {}).get("nodeName") or "")
+
+
+async def test_schedules_a_dra_pod_end_to_end(server: FakeAPIServer) -> None:
+    cluster(server)
+    claim_and_pod(server, "p1")
+    async with running(server) as (app, task):
+        await eventually(lambda: bound(server, "p1") == "node-1")
+        c = server.get("ResourceClaim", "default", "p1-gpu")
+        assert c is not None
+        assert "resource.kubernetes.io/delete-protection" in c["metadata"]["finalizers"]
+        [result] = c["status"]["allocation"]["devices"]["results"]
+        assert result["driver"] == DRIVER and result["pool"] == "node-1"
+        pod = server.get("Pod", "default", "p1")
+        assert pod is not None
+        assert c["status"]["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": pod["metadata"]["uid"]}]
+        # write order: finalizer (PUT claim), allocation (PUT claim/status), then the binding
+        writes = [(m, p) for m, p, _, _ in server.requests if m in ("PUT", "POST") and "/events" not in p]
+        assert [p.rsplit("/", 2)[-2:] for _, p in writes] == [
+            ["resourceclaims", "p1-gpu"],
+            ["p1-gpu", "status"],
+            ["p1", "binding"],
+        ]
+        await eventually(lambda: any(e["reason"] == "Scheduled" for e in server.list("Event")))
+        status, text = await get(app.opts.metrics_port, "/metrics")
+        assert status == 200
+        assert 'scheduler_schedule_attempts_total{profile="dra-scheduler",result="scheduled"} 1.0' in text
+        assert "scheduler_framework_extension_point_duration_seconds_count" in text
+        assert 'profile="dra-scheduler"' in text
+        # a second pod too: devices are not handed out twice
+        claim_and_pod(server, "p2")
+        await eventually(lambda: bound(server, "p2") == "node-1")
+        c2 = server.get("ResourceClaim", "default", "p2-gpu")
+        assert c2 is not None
+        assert c2["status"]["allocation"]["devices"]["results"][0]["device"] != result["device"]
+        # a third one does not fit: PodScheduled=False, a FailedScheduling event
+        claim_and_pod(server, "p3")
+        await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in server.list("Event")))
+        p3 = server.get("Pod", "default", "p3")
+        assert p3 is not None and not bound(server, "p3")
+        [cond] = [c for c in p3["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+        app.stop()
+        assert await asyncio.wait_for(task, 10) == 0
+
+
+async def test_readyz_only_after_sync(server: FakeAPIServer) -> None:
+    cluster(server)
+    server.fail("GET", "/apis/resource.k8s.io/v1/resourceslices", 500, times=6)  # two failed list calls
+    async with running(server) as (app, _task):
+        await asyncio.wait_for(app.started.wait(), 5)
+        port = app.opts.metrics_port
+        status, text = await get(port, "/readyz")
+        assert status == 503 and "resourceslices" in text
+        assert (await get(port, "/healthz"))[0] == 200
+        await eventually(lambda: app.ready()[0])
+        assert (await get(port, "/readyz"))[0] == 200
+
+
+def config_map(text: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "dra-scheduler-config", "namespace": "kube-system"},
+        "data": {"scheduler-config.yaml": text},
+    }
+
+
+CONFIG_V1 = yaml.safe_dump(
+    {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", "podMaxBackoffSeconds": 20}
+)
+CONFIG_V2 = yaml.safe_dump(
+    {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", "podMaxBackoffSeconds": 30}
+)
+CONFIG_BAD = yaml.safe_dump(
+    {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "bogusField": 1,
+        "profiles": [{"plugins": {"filter": {"enabled": [{"name": "Nope"}]}}}],
+    }
+)
+
+
+async def test_config_map_reload_valid_and_invalid(server: FakeAPIServer) -> None:
+    cluster(server)
+    server.add("ConfigMap", config_map(CONFIG_V1))
+    async with running(server, config_map="kube-system/dra-scheduler-config") as (app, _task):
+        await eventually(lambda: app.ready()[0])
+        sched = app.sched
+        assert sched is not None and sched.config.pod_max_backoff_seconds == 20
+        fw_before = sched.profiles["dra-scheduler"]
+        # invalid: rejected, old config kept, an ERROR log and a Warning event naming every error path
+        cm = server.get("ConfigMap", "kube-system", "dra-scheduler-config")
+        assert cm is not None
+        cm["data"]["scheduler-config.yaml"] = CONFIG_BAD
+        server.modify("ConfigMap", cm)
+        await eventually(lambda: any(e["reason"] == "InvalidSchedulerConfiguration" for e in server.list("Event")))
+        [ev] = [e for e in server.list("Event") if e["reason"] == "InvalidSchedulerConfiguration"]
+        assert ev["type"] == "Warning" and ev["involvedObject"]["kind"] == "ConfigMap"
+        assert ev["involvedObject"]["name"] == "dra-scheduler-config" and ev["metadata"]["namespace"] == "kube-system"
+        assert "bogusField" in ev["message"] and "Nope" in ev["message"]
+        assert sched.config.pod_max_backoff_seconds == 20 and sched.profiles["dra-scheduler"] is fw_before
+        # valid: applied without a restart; the queue and the cache are the same objects
+        queue, cache = sched.queue, sched.cache
+        cm = server.get("ConfigMap", "kube-system", "dra-scheduler-config")
+        assert cm is not None
+        cm["data"]["scheduler-config.yaml"] = CONFIG_V2
+        server.modify("ConfigMap", cm)
+        await eventually(lambda: sched.config.pod_max_backoff_seconds == 30)
+        assert sched.profiles["dra-scheduler"] is not fw_before
+        assert sched.queue is queue and sched.cache is cache
+        text = (await get(app.opts.metrics_port, "/metrics"))[1]
+        assert 'dra_scheduler_config_reloads_total{result="rejected"} 1.0' in text
+        assert 'dra_scheduler_config_reloads_total{result="applied"} 1.0' in text
+        # and it still schedules
+        claim_and_pod(server, "after-reload")
+        await eventually(lambda: bound(server, "after-reload") == "node-1")
+
+
+async def test_invalid_initial_config_exits_1(server: FakeAPIServer) -> None:
+    server.add("ConfigMap", config_map(CONFIG_BAD))
+    app = SchedulerApp(options(config_map="kube-system/dra-scheduler-config"), KubeConnection(server.url, qps=0))
+    assert await asyncio.wait_for(app.run(), 10) == 1
+    await eventually(lambda: any(e["reason"] == "InvalidSchedulerConfiguration" for e in server.list("Event")))
+
+
+async def test_config_file_reload(server: FakeAPIServer, tmp_path: Any) -> None:
+    cluster(server)
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG_V1)
+    async with running(server, config=str(path), config_poll_interval=0.05) as (app, _task):
+        await eventually(lambda: app.sched is not None)
+        sched = app.sched
+        assert sched is not None and sched.config.pod_max_backoff_seconds == 20
+        path.write_text(CONFIG_BAD)
+        await asyncio.sleep(0.3)
+        assert sched.config.pod_max_backoff_seconds == 20
+        path.write_text(CONFIG_V2)
+        await eventually(lambda: sched.config.pod_max_backoff_seconds == 30)
+
+
+async def test_leader_election_gates_scheduling_and_loss_exits_1(server: FakeAPIServer) -> None:
+    cluster(server)
+    claim_and_pod(server, "p1")
+    async with running(server, leader_elect=True, identity="one") as (one, task_one):
+        await asyncio.wait_for(one.scheduling.wait(), 10)
+        await eventually(lambda: bound(server, "p1") == "node-1")
+        lease = server.get("Lease", "kube-system", "dra-scheduler")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "one"
+        async with running(server, leader_elect=True, identity="two") as (two, _task_two):
+            await eventually(lambda: two.ready()[0])
+            assert (await get(two.opts.metrics_port, "/readyz"))[0] == 200  # ready while standing by
+            await asyncio.sleep(0.3)
+            assert not two.scheduling.is_set()
+            # someone takes the lease over: "one" must stop at once with a non-zero code
+            lease = server.get("Lease", "kube-system", "dra-scheduler")
+            assert lease is not None
+            lease["spec"]["holderIdentity"] = "intruder"
+            lease["spec"]["leaseDurationSeconds"] = 3600
+            server.modify("Lease", lease)
+            assert await asyncio.wait_for(task_one, 10) == 1
+            assert not two.scheduling.is_set()
+
+
+async def test_standby_takes_over_after_graceful_stop(server: FakeAPIServer) -> None:
+    cluster(server)
+    async with running(server, leader_elect=True, identity="one") as (one, task_one):
+        await asyncio.wait_for(one.scheduling.wait(), 10)
+        async with running(server, leader_elect=True, identity="two") as (two, _task_two):
+            await eventually(lambda: two.ready()[0])
+            one.stop()
+            assert await asyncio.wait_for(task_one, 10) == 0  # graceful: releases the lease
+            await asyncio.wait_for(two.scheduling.wait(), 5)
+            claim_and_pod(server, "p1")
+            await eventually(lambda: bound(server, "p1") == "node-1")
+
+
+async def test_podgroup_informer_only_where_served(server: FakeAPIServer) -> None:
+    async with running(server) as (app, _task):
+        await eventually(lambda: app.ready()[0])
+        names = {inf.name for inf in app.informers.informers}
+        assert "podgroups.scheduling.x-k8s.io" in names and "podgroups.scheduling.k8s.io" not in names
+    s = FakeAPIServer(served=[r for r in FakeAPIServer().served if r[2] != "podgroups"])
+    await s.start()
+    try:
+        async with running(s) as (app, _task):
+            await eventually(lambda: app.ready()[0])
+            assert not any("podgroups" in inf.name for inf in app.informers.informers)
+    finally:
+        await s.stop()
+
+
+def test_cli_run_fails_cleanly_without_a_cluster(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr("scheduler.cli.configure_logging", lambda **kw: None)  # keep pytest's log capture
+    missing = tmp_path / "nope"
+    assert cli_main(["run", "--kubeconfig", str(missing), "--metrics-port", "0"]) == 1
+    assert cli_main(["run", "--config", "a", "--config-map", "b/c"]) == 2
+
+
+async def test_a_binding_cycle_error_is_retried(server: FakeAPIServer) -> None:
+    """An API error the plugins do not expect (403 on the claim write) must not leave the pod in flight."""
+    cluster(server)
+    server.fail("PUT", "/resourceclaims/p1-gpu", 403)
+    claim_and_pod(server, "p1")
+    async with running(server) as (app, _task):
+        await eventually(lambda: bound(server, "p1") == "node-1")
+        text = (await get(app.opts.metrics_port, "/metrics"))[1]
+        assert 'scheduler_schedule_attempts_total{profile="dra-scheduler",result="error"} 1.0' in text
+        assert 'scheduler_schedule_attempts_total{profile="dra-scheduler",result="scheduled"} 1.0' in text

@@ -26,6 +26,7 @@ test: lint unit
 
 bench: install
 	$(BIN)/python bench/bench_simulate.py
+	$(BIN)/python bench/bench_gang.py
 
 # The main job: simulate the example workloads on the demo fleet and print the placement table.
 run: install

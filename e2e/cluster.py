@@ -160,14 +160,17 @@ def info(run_dir: str | os.PathLike[str] | None = None) -> ClusterInfo:
     )
 
 
-def restart_apiserver(run_dir: str | os.PathLike[str] | None = None, down_seconds: float = 0.0) -> ClusterInfo:
+def restart_apiserver(
+    run_dir: str | os.PathLike[str] | None = None, down_seconds: float = 0.0, grace_seconds: int = 5
+) -> ClusterInfo:
     """Stop kube-apiserver, keep it down ``down_seconds``, start it again and wait for /readyz.
 
-    etcd keeps the data, so every object survives; watches of clients break and must re-list.
+    It gets SIGTERM and, after ``grace_seconds``, SIGKILL (0: killed at once, like a crash). etcd keeps
+    the data, so every object survives; clients' watches break and must re-list.
     """
     rd = _run_dir(run_dir)
     with _locked(Path(f"{rd}.lock")):
-        _cluster_sh(rd, "restart-apiserver", f"{down_seconds:g}", timeout=300 + down_seconds)
+        _cluster_sh(rd, "restart-apiserver", f"{down_seconds:g}", str(int(grace_seconds)), timeout=300 + down_seconds)
     return info(rd)
 
 

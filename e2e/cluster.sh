@@ -7,7 +7,8 @@
 #   e2e/cluster.sh down                stop everything and remove the run dir
 #   e2e/cluster.sh status              per-component state; exit 1 unless all are up and ready
 #   e2e/cluster.sh env                 shell exports: eval "$(e2e/cluster.sh env)"
-#   e2e/cluster.sh restart-apiserver [SECONDS]   stop kube-apiserver, wait SECONDS (default 0), start it
+#   e2e/cluster.sh restart-apiserver [SECONDS [GRACE]]  stop kube-apiserver (SIGTERM, SIGKILL after GRACE
+#                                      seconds, default 5; 0 = crash), wait SECONDS (default 0), start it
 #   e2e/cluster.sh stop|start|restart COMPONENT  one of: etcd kube-apiserver kube-controller-manager
 #                                                kwok kube-scheduler (the last is a baseline, not
 #                                                started by `up`)
@@ -47,12 +48,15 @@ need_binaries() {
 }
 
 # ---- ports -----------------------------------------------------------------------------------------
-port_free() {  # port_free PORT: can 127.0.0.1:PORT be bound right now?
+port_free() {  # port_free PORT: can 127.0.0.1:PORT be listened on right now? (SO_REUSEADDR like Go
+  # servers, so connections in TIME_WAIT from a previous run do not count)
   python3 - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
+    s.listen()
 except OSError:
     sys.exit(1)
 finally:
@@ -209,7 +213,8 @@ cmdline_of() {
       --runtime-config="$RUNTIME_CONFIG" --feature-gates="$FEATURE_GATES" \
       --v="$LOG_V" $extra ;;
     kube-controller-manager) echo "$E2E_BIN_DIR/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
-      --authentication-kubeconfig="$RUN/kubeconfig" --authorization-kubeconfig="$RUN/kubeconfig" \
+      --authentication-kubeconfig="$RUN/kubeconfig" --authentication-skip-lookup=true \
+      --authorization-kubeconfig="$RUN/kubeconfig" \
       --controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller \
       --leader-elect=false --use-service-account-credentials=false \
       --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --cert-dir="$RUN/kcm" \
@@ -217,7 +222,8 @@ cmdline_of() {
       --kube-api-qps=500 --kube-api-burst=1000 \
       --feature-gates="$FEATURE_GATES" --v="$LOG_V" ;;
     kube-scheduler) echo "$E2E_BIN_DIR/kube-scheduler" --config="$RUN/kube-scheduler.yaml" \
-      --authentication-kubeconfig="$RUN/kubeconfig" --authorization-kubeconfig="$RUN/kubeconfig" \
+      --authentication-kubeconfig="$RUN/kubeconfig" --authentication-skip-lookup=true \
+      --authorization-kubeconfig="$RUN/kubeconfig" \
       --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --cert-dir="$RUN/kube-scheduler" \
       --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
       --feature-gates="$FEATURE_GATES" --v="$LOG_V" ;;
@@ -232,8 +238,13 @@ cmdline_of() {
 probe() {
   case $1 in
     etcd) curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"' ;;
-    kube-apiserver) [ "$(curl -sf --max-time 3 --cacert "$RUN/pki/ca.crt" -H "Authorization: Bearer $TOKEN" \
-                        "$SERVER/readyz" 2>/dev/null)" = ok ] ;;
+    kube-apiserver)  # ready, and the system namespaces exist (created by a post-start hook)
+      [ "$(curl -sf --max-time 3 --cacert "$RUN/pki/ca.crt" -H "Authorization: Bearer $TOKEN" \
+          "$SERVER/readyz" 2>/dev/null)" = ok ] &&
+      curl -sf --max-time 3 --cacert "$RUN/pki/ca.crt" -H "Authorization: Bearer $TOKEN" \
+          "$SERVER/api/v1/namespaces/kube-system" -o /dev/null &&
+      curl -sf --max-time 3 --cacert "$RUN/pki/ca.crt" -H "Authorization: Bearer $TOKEN" \
+          "$SERVER/api/v1/namespaces/default" -o /dev/null ;;
     kube-controller-manager) [ "$(curl -skf --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null)" = ok ] ;;
     kube-scheduler) [ "$(curl -skf --max-time 2 "https://127.0.0.1:$SCHEDULER_PORT/readyz" 2>/dev/null)" = ok ] ;;
     kwok) [ "$(curl -sf --max-time 2 "http://127.0.0.1:$KWOK_PORT/healthz" 2>/dev/null)" = ok ] ;;
@@ -275,16 +286,20 @@ start_component() {  # start_component NAME [TIMEOUT_SECONDS]
   echo "$c $e" >> "$RUN/timings.txt"
 }
 
-stop_component() {  # stop_component NAME
-  local c=$1 pid i
+# SIGTERM, then SIGKILL after a grace period. kube-apiserver gets 5s: with clients still watching
+# (kcm, kwok, the scheduler) its HTTP server waits up to --request-timeout (60s) for the
+# connections to close, which only slows restart tests down.
+stop_component() {  # stop_component NAME [GRACE_SECONDS]
+  local c=$1 pid i grace=${2:-}
+  [ -n "$grace" ] || { [ "$c" = kube-apiserver ] && grace=5 || grace=15; }
   if pid=$(pid_of "$c"); then
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
+    for ((i = 0; i < grace * 10; i++)); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
     if kill -0 "$pid" 2>/dev/null; then
-      log "$c (pid $pid) did not stop in 15s, killing"
+      log "$c (pid $pid) still running ${grace}s after SIGTERM, sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
       sleep 0.2
     fi
@@ -343,8 +358,16 @@ cmd_down() {
   if [ ! -e "$RUN" ]; then log "no cluster in $RUN"; return 0; fi
   [ -e "$MARKER" ] || die "$RUN was not created by e2e/cluster.sh; not touching it"
   load_env || true
-  local c
-  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_component "$c"; done
+  # The run dir (etcd data included) is thrown away, so nothing needs a graceful shutdown: SIGKILL
+  # all at once. (SIGTERM would make kube-apiserver wait for its clients' watch connections.)
+  local c pid i
+  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    if pid=$(pid_of "$c"); then
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
+      log "$c (pid $pid) stopped"
+    fi
+  done
   rm -rf "$RUN"
   log "cluster down, $RUN removed"
 }
@@ -375,12 +398,12 @@ case ${1:-} in
   env) cmd_env ;;
   restart-apiserver)
     need_cluster
-    stop_component kube-apiserver
+    stop_component kube-apiserver "${3:-}"
     sleep "${2:-0}"
     start_component kube-apiserver ;;
   stop) need_cluster; stop_component "${2:?component}" ;;
   start) need_cluster; need_binaries; start_component "${2:?component}" ;;
   restart) need_cluster; stop_component "${2:?component}"; sleep "${3:-0}"; start_component "${2}" ;;
-  -h|--help|help|"") sed -n '2,25p' "$0" ;;
+  -h|--help|help|"") sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
   *) die "unknown command: $1 (up|down|status|env|restart-apiserver|stop|start|restart)" ;;
 esac

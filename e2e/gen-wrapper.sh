@@ -9,7 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 go_env
-export GOFLAGS=-mod=mod
+export GOFLAGS="-mod=mod -buildvcs=false"
 
 # new_module DIR MODPATH: fresh go.mod (the go directive is fixed up by the callers).
 new_module() {

@@ -21,7 +21,7 @@ go_env() {
   export GOMODCACHE=${E2E_GOMODCACHE:-$E2E_CACHE/go/mod}
   export GOCACHE=${E2E_GOCACHE:-$E2E_CACHE/go/build}
   export GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off
-  export GOFLAGS=${E2E_GOFLAGS:--mod=readonly}
+  export GOFLAGS=${E2E_GOFLAGS:--mod=readonly -buildvcs=false}
   mkdir -p "$GOMODCACHE" "$GOCACHE"
 }
 

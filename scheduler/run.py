@@ -165,7 +165,11 @@ class SchedulerApp:
         for name, fw in self.sched.profiles.items():
             fw.metrics = self.metrics.for_profile(name)
 
-        kinds: list[Resource] = [*ALWAYS, *(r for r in OPTIONAL if served.get(r))]
+        optional = [r for r in OPTIONAL if served.get(r)]
+        # one upstream PodGroup version only (the newest served): the same objects under two versions
+        upstream = [r for r in optional if r.group == "scheduling.k8s.io"]
+        optional = [r for r in optional if r.group != "scheduling.k8s.io"] + upstream[:1]
+        kinds: list[Resource] = [*ALWAYS, *optional]
         lookup = cache_lookup(self.cache)
         self.informers = InformerSet(
             Informer(

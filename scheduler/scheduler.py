@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -64,6 +65,7 @@ class Scheduler:
         metrics: Metrics | None = None,
         registry: Mapping[str, PluginSpec] | None = None,
         inline_binding: bool = False,
+        wallclock: Callable[[], str] | None = None,
     ) -> None:
         self.cache = cache
         self.api = api
@@ -71,6 +73,8 @@ class Scheduler:
         self.clock = clock or MonotonicClock()
         self.metrics = metrics or NullMetrics()
         self.inline_binding = inline_binding
+        # RFC 3339 time for condition timestamps; simulate passes a deterministic one
+        self.wallclock = wallclock or (lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         reg = registry if registry is not None else default_registry()
         self.profiles: dict[str, Framework] = {
             p.scheduler_name: Framework(p, reg, self.metrics) for p in config.profiles
@@ -264,6 +268,9 @@ class Scheduler:
         conds = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
         old = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") == "PodScheduled"]
         if not (old and all(old[0].get(k) == v for k, v in cond.items())):
+            cond["lastTransitionTime"] = self.wallclock()
+            if old and old[0].get("status") == "False" and old[0].get("lastTransitionTime"):
+                cond["lastTransitionTime"] = old[0]["lastTransitionTime"]  # status did not transition
             try:
                 await self.api.patch(
                     "Pod",

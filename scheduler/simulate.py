@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -36,6 +37,7 @@ KINDS = {
     ("resource.k8s.io/v1", "ResourceClaimTemplate"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
     ("scheduling.k8s.io/v1beta1", "PodGroup"),
+    ("scheduling.k8s.io/v1alpha2", "PodGroup"),
 }
 # Load order: what pods depend on comes first (as an informer-synced scheduler would see it).
 ORDER = [
@@ -121,7 +123,12 @@ async def simulate(
     cache = Cache()
     api.watchers.append(cache.apply)
     clock = FakeClock(1_000.0)
-    sched = Scheduler(cache, api, config, clock=clock, inline_binding=True)
+    epoch = datetime(2026, 1, 1, tzinfo=UTC).timestamp() - clock.now()
+
+    def wallclock() -> str:  # deterministic: the fake clock on a fixed date
+        return datetime.fromtimestamp(epoch + clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    sched = Scheduler(cache, api, config, clock=clock, inline_binding=True, wallclock=wallclock)
     names = set(sched.profiles)
     namespaces = {"default"} | {
         (o.get("metadata") or {}).get("namespace", "default")

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.api import ApiError, Conflict, Invalid, NotFound
 from scheduler.kube.client import KubeConnection, LiveAPI, TokenBucket, Unreachable, error_for
-from scheduler.kube.resources import PODGROUP_UPSTREAM, PODGROUP_X
+from scheduler.kube.resources import PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA, PODGROUP_X
 from tests.fake_apiserver import FakeAPIServer
 
 
@@ -147,7 +147,7 @@ async def test_pod_status_patch_keeps_other_conditions(server: FakeAPIServer, ap
 
 async def test_podgroup_uses_merge_patch_and_discovery(server: FakeAPIServer, api: LiveAPI) -> None:
     served = await api.discover()
-    assert served == {PODGROUP_X: True, PODGROUP_UPSTREAM: False}
+    assert served == {PODGROUP_X: True, PODGROUP_UPSTREAM: False, PODGROUP_UPSTREAM_ALPHA: False}
     server.add("PodGroup", {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}})
     out = await api.patch("PodGroup", "default", "g", {"status": {"phase": "Scheduling"}}, subresource="status")
     assert out["status"]["phase"] == "Scheduling"
@@ -161,7 +161,7 @@ async def test_podgroup_falls_back_to_the_upstream_api() -> None:
     conn = KubeConnection(s.url, qps=0)
     try:
         api = LiveAPI(conn)
-        assert await api.discover() == {PODGROUP_X: False, PODGROUP_UPSTREAM: True}
+        assert await api.discover() == {PODGROUP_X: False, PODGROUP_UPSTREAM: True, PODGROUP_UPSTREAM_ALPHA: False}
         s.add(
             "PodGroup",
             {"metadata": {"name": "g", "namespace": "default"}},

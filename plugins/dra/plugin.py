@@ -25,6 +25,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import structlog
+
 from plugins.dra.allocator import (
     AllocationError,
     Allocator,
@@ -36,7 +38,7 @@ from plugins.dra.allocator import (
     gather_pools,
 )
 from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
-from scheduler.api import ClusterAPI, Conflict, NotFound
+from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
 from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import (
@@ -55,6 +57,8 @@ from scheduler.model import (
     ResourceClaim,
     node_selector_matches,
 )
+
+log = structlog.get_logger("dra_scheduler.dra")
 
 NAME = "DynamicResources"
 STATE_KEY = "DynamicResources"
@@ -460,6 +464,8 @@ class DynamicResources:
                     obj = await api.get("ResourceClaim", claim.namespace, claim.name)
                 except NotFound:
                     raise _BindError(f"claim {claim.key} got deleted in the meantime") from None
+                except ApiError as e:
+                    raise _BindError(f"claim {claim.key}: reading it failed: {e}") from None
             meta = obj.setdefault("metadata", {})
             if meta.get("uid") and meta.get("uid") != claim.meta.uid:
                 raise _BindError(f"claim {claim.key} got replaced in the meantime")
@@ -488,6 +494,9 @@ class DynamicResources:
                 return await api.update("ResourceClaim", obj, subresource="status")
             except Conflict:
                 continue
+            except (NotFound, ApiError) as e:
+                # e.g. 403 without RBAC on resourceclaims/binding (1.36+), 422 (too many consumers), 5xx
+                raise _BindError(f"claim {claim.key}: writing the allocation failed: {e}") from None
         raise _BindError(f"claim {claim.key}: giving up after {CONFLICT_RETRIES} conflicting updates")
 
     async def rollback(self, state: CycleState, pod: Pod, node: str, api: ClusterAPI) -> None:
@@ -503,6 +512,9 @@ class DynamicResources:
                     obj = await api.get("ResourceClaim", claim.namespace, claim.name)
                 except NotFound:
                     break
+                except ApiError as e:
+                    log.warning("rollback: cannot read claim", claim=claim.key, pod=pod.key, error=str(e))
+                    break
                 if (obj.get("metadata") or {}).get("uid") != claim.meta.uid:
                     break
                 status = obj.setdefault("status", {})
@@ -517,6 +529,11 @@ class DynamicResources:
                 except Conflict:
                     await asyncio.sleep(0.01 * (attempt + 1))
                     continue
+                except ApiError as e:
+                    # left for the resourceclaim controller (removes reservations of unbound pods) and
+                    # for this pod's next attempt, which reuses the allocation
+                    log.warning("rollback: cannot update claim", claim=claim.key, pod=pod.key, error=str(e))
+                    break
                 if dealloc:
                     rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
                     ledger.assume(claim.meta.uid, claim.key, None, rv)

@@ -53,6 +53,8 @@ RESOURCE_SLICE = Resource("ResourceSlice", "resource.k8s.io", "v1", "resourcesli
 DEVICE_CLASS = Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
 PODGROUP_X = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
 PODGROUP_UPSTREAM = Resource("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True)
+# Kubernetes 1.36 serves the upstream PodGroup as scheduling.k8s.io/v1alpha2 (gate GenericWorkload).
+PODGROUP_UPSTREAM_ALPHA = Resource("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups", True)
 
 # kind -> the resource used when nothing else (an object's apiVersion) says which
 BY_KIND: dict[str, Resource] = {
@@ -71,8 +73,8 @@ BY_KIND: dict[str, Resource] = {
         PODGROUP_X,
     )
 }
-ALTERNATIVES: dict[str, tuple[Resource, ...]] = {"PodGroup": (PODGROUP_X, PODGROUP_UPSTREAM)}
-OPTIONAL = (PODGROUP_X, PODGROUP_UPSTREAM)  # served only where a CRD / a feature gate says so
+ALTERNATIVES: dict[str, tuple[Resource, ...]] = {"PodGroup": (PODGROUP_X, PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA)}
+OPTIONAL = (PODGROUP_X, PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA)  # served only where a CRD / a feature gate says so
 
 
 def resource_for(kind: str, api_version: str = "") -> Resource:

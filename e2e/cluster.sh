@@ -187,6 +187,13 @@ pid_of() {
   echo "$pid"
 }
 
+alive() {  # alive PID: running and not a zombie (killed children of an exited shell may stay zombies
+  # until their new parent reaps them)
+  local st
+  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
 cmdline_of() {
   local c=$1
   case $c in
@@ -277,7 +284,7 @@ start_component() {  # start_component NAME [TIMEOUT_SECONDS]
   echo "$pid ${cmd[0]}" > "$RUN/pids/$c.pid"
   local deadline=$(( $(date +%s) + timeout ))
   until probe "$c"; do
-    kill -0 "$pid" 2>/dev/null || fail_with_log "$c" "$c exited during startup"
+    alive "$pid" || fail_with_log "$c" "$c exited during startup"
     [ "$(date +%s)" -lt "$deadline" ] || fail_with_log "$c" "$c not ready after ${timeout}s"
     sleep 0.2
   done
@@ -289,19 +296,21 @@ start_component() {  # start_component NAME [TIMEOUT_SECONDS]
 # SIGTERM, then SIGKILL after a grace period. kube-apiserver gets 5s: with clients still watching
 # (kcm, kwok, the scheduler) its HTTP server waits up to --request-timeout (60s) for the
 # connections to close, which only slows restart tests down.
-stop_component() {  # stop_component NAME [GRACE_SECONDS]
+stop_component() {  # stop_component NAME [GRACE_SECONDS]  (0 = SIGKILL at once, like a crash)
   local c=$1 pid i grace=${2:-}
   [ -n "$grace" ] || { [ "$c" = kube-apiserver ] && grace=5 || grace=15; }
   if pid=$(pid_of "$c"); then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < grace * 10; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "$c (pid $pid) still running ${grace}s after SIGTERM, sending SIGKILL"
+    if [ "$grace" -gt 0 ]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      for ((i = 0; i < grace * 10; i++)); do
+        alive "$pid" || break
+        sleep 0.1
+      done
+    fi
+    if alive "$pid"; then
+      [ "$grace" -gt 0 ] && log "$c (pid $pid) still running ${grace}s after SIGTERM, sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
-      sleep 0.2
+      for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
     fi
     log "$c stopped"
   fi
@@ -364,7 +373,7 @@ cmd_down() {
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     if pid=$(pid_of "$c"); then
       kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
+      for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
       log "$c (pid $pid) stopped"
     fi
   done

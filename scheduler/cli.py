@@ -30,6 +30,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--burst", type=int, default=400, help="client-side API request burst")
     run.add_argument("--lease-name", default="dra-scheduler", help="Lease used for leader election")
     run.add_argument("--lease-namespace", default="kube-system", help="namespace of the leader-election Lease")
+    run.add_argument(
+        "--no-podgroup-controller",
+        action="store_true",
+        help="do not write scheduling.x-k8s.io PodGroup status (another controller does)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "check-config":
@@ -72,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_host=args.metrics_bind_address,
         qps=args.qps,
         burst=args.burst,
+        podgroup_controller=not args.no_podgroup_controller,
     )
     if args.config and args.config_map:
         print("use --config or --config-map, not both", file=sys.stderr)

@@ -40,12 +40,14 @@ from scheduler.kube.resources import (
     NODE,
     OPTIONAL,
     POD,
+    PODGROUP_X,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
     Resource,
 )
 from scheduler.metrics import SchedulerMetrics
+from scheduler.podgroup_controller import PodGroupStatusController
 from scheduler.scheduler import Scheduler
 
 log = structlog.get_logger("dra_scheduler.run")
@@ -75,6 +77,7 @@ class RunOptions:
     informer_options: dict[str, Any] = field(default_factory=dict)
     install_signal_handlers: bool = True
     identity: str | None = None
+    podgroup_controller: bool = True  # write scheduling.x-k8s.io PodGroup status (kopf), leader only
 
 
 class SchedulerApp:
@@ -99,6 +102,9 @@ class SchedulerApp:
         self._stopping = False
         self._tasks: list[asyncio.Task[Any]] = []
         self._loop_task: asyncio.Task[None] | None = None
+        self._served: dict[Any, bool] = {}
+        self._pg_stop = asyncio.Event()
+        self.podgroups: PodGroupStatusController | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -137,6 +143,7 @@ class SchedulerApp:
             )
         self.api = api = LiveAPI(self.conn)
         served = await api.discover()
+        self._served = dict(served)
         log.info("optional APIs", served={r.api_version + "/" + r.plural: ok for r, ok in served.items()})
 
         self.watcher = ConfigWatcher(
@@ -223,6 +230,14 @@ class SchedulerApp:
 
         self._loop_task = asyncio.create_task(self._loop(), name="scheduling-loop")
         self.scheduling.set()
+        if opts.podgroup_controller and self._served.get(PODGROUP_X):
+            self.podgroups = PodGroupStatusController(self.cache, api, self.sched.gang)
+            on_signal = self.stop if opts.install_signal_handlers else None
+            self._tasks.append(
+                asyncio.create_task(
+                    self.podgroups.run(self._pg_stop, opts.kubeconfig, on_signal), name="podgroup-status"
+                )
+            )
         log.info("scheduling", profiles=sorted(self.sched.profiles))
         stop_wait = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait({stop_wait, self._loop_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -353,6 +368,7 @@ class SchedulerApp:
 
     async def _shutdown(self) -> None:
         self._stopping = True
+        self._pg_stop.set()
         sched = self.sched
         if sched is not None:
             sched.queue.close()

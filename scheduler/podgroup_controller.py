@@ -104,7 +104,9 @@ class PodGroupStatusController:
         def login(**kwargs: Any) -> Any:
             if kubeconfig:
                 os.environ["KUBECONFIG"] = kubeconfig
-            return kopf.login_with_kubeconfig(**kwargs) if kubeconfig else kopf.login_with_service_account(**kwargs)
+            if kubeconfig or os.environ.get("KUBECONFIG"):
+                return kopf.login_with_kubeconfig(**kwargs)
+            return kopf.login_with_service_account(**kwargs)
 
         @kopf.on.event(GROUP, VERSION, "podgroups", registry=registry)
         def on_group(namespace: str | None, name: str | None, **_: Any) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -230,7 +231,12 @@ class SchedulerApp:
 
         self._loop_task = asyncio.create_task(self._loop(), name="scheduling-loop")
         self.scheduling.set()
-        if opts.podgroup_controller and self._served.get(PODGROUP_X):
+        kopf_login = bool(
+            opts.kubeconfig
+            or os.environ.get("KUBECONFIG")
+            or os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token")
+        )
+        if opts.podgroup_controller and self._served.get(PODGROUP_X) and kopf_login:
             self.podgroups = PodGroupStatusController(self.cache, api, self.sched.gang)
             on_signal = self.stop if opts.install_signal_handlers else None
             self._tasks.append(

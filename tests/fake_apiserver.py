@@ -27,6 +27,8 @@ from typing import Any
 
 from aiohttp import web
 
+from scheduler.memapi import merge_patch
+
 Obj = dict[str, Any]
 ResId = tuple[str, str, str]  # (group, version, plural)
 
@@ -67,18 +69,6 @@ def status_body(code: int, reason: str, message: str) -> Obj:
 
 def error(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(status_body(code, reason, message), status=code)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 MERGE_KEYS = {"conditions": "type", "resourceClaimStatuses": "name", "reservedFor": "uid"}

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint unit bench run clean
+.PHONY: install test lint unit e2e demo throughput bench run clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,12 +21,27 @@ lint: install
 unit: install
 	$(BIN)/pytest tests
 
-# The README's test command: lint (ruff + mypy strict) and every test.
-test: lint unit
+# End-to-end tests against a real control plane (e2e/README.md), with `dra-scheduler run` as a subprocess.
+# Builds the pinned binaries first if they are missing (cold: ~13 min, cached in ~/.cache/dra-scheduler).
+e2e: install e2e-build
+	$(BIN)/ruff check e2e
+	$(BIN)/pytest e2e
+
+# The README's test command: lint (ruff + mypy strict), the fast tests and the end-to-end tests.
+test: lint unit e2e
+
+# The example workloads scheduled live on the demo fleet (cluster up, scheduler, kubectl apply, cluster down).
+demo: install e2e-build
+	$(BIN)/python -m e2e.demo
+
+# Live throughput: 1,000 single-GPU template-claim pods on 200 fake 8-GPU nodes.
+throughput: install e2e-build
+	$(BIN)/python -m e2e.throughput
 
 bench: install
 	$(BIN)/python bench/bench_simulate.py
 	$(BIN)/python bench/bench_gang.py
+	$(BIN)/python bench/bench_topology.py --core
 
 # The main job: simulate the example workloads on the demo fleet and print the placement table.
 run: install

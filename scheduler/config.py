@@ -41,7 +41,12 @@ class SchedulerConfig:
 DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
     "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources")),
     "queueSort": (PluginRef("PrioritySort"),),
-    "preFilter": (PluginRef("NodeAffinity"), PluginRef("NodeResourcesFit"), PluginRef("DynamicResources")),
+    "preFilter": (
+        PluginRef("NodeAffinity"),
+        PluginRef("NodeResourcesFit"),
+        PluginRef("GpuTopology"),  # hands DynamicResources the device-order hook, so it runs first
+        PluginRef("DynamicResources"),
+    ),
     "filter": (
         PluginRef("NodeUnschedulable"),
         PluginRef("NodeName"),
@@ -57,10 +62,11 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("NodeAffinity", 2),
         PluginRef("NodeResourcesFit", 1),
         PluginRef("DynamicResources", 2),
+        PluginRef("GpuTopology", 3),
     ),
     "reserve": (PluginRef("DynamicResources"),),
     "permit": (),
-    "preBind": (PluginRef("DynamicResources"),),
+    "preBind": (PluginRef("DynamicResources"), PluginRef("GpuTopology")),
     "bind": (PluginRef("DefaultBinder"),),
 }
 

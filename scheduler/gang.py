@@ -13,7 +13,11 @@ waiting) and every member goes back to the queue with the group's reason. Member
 group reached ``minMember`` bound members are scheduled one by one.
 
 The search takes a placement score (``group_score``) so topology can prefer whole placements inside one
-rack or NVLink domain.
+rack or NVLink domain. When the profile runs GpuTopology, the group is first searched inside the smallest
+topology domain (NVLink clique, rack, block/spine, zone: node labels listed in the plugin args) whose free
+capacity covers it, tightest first, then in the next larger ones, then anywhere — unless the PodGroup (annotation
+``dra-scheduler.io/topology-required``) or the plugin args require a level, in which case the group waits
+until one domain of that level can host it. The PodGroup status says where it went and why.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import structlog
 
 from plugins.dra.allocator import AllocationError, ClaimAllocation
 from plugins.dra.plugin import GROUP_PENDING_KEY, DynamicResources
+from plugins.topology.plugin import GpuTopology, placement_note
 from scheduler.cache import NodeInfo
 from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
 from scheduler.framework.runtime import Framework
@@ -39,6 +44,7 @@ log = structlog.get_logger("dra_scheduler.gang")
 
 GANG = "Coscheduling"  # the pseudo-plugin name recorded for gang rejections (matches every event)
 MAX_CANDIDATES_PER_MEMBER = 4
+MAX_DOMAIN_ATTEMPTS = 3  # topology domains searched before the unrestricted search
 SEARCH_BUDGET = 400  # placement attempts per group cycle (then the group fails this cycle and retries later)
 
 GroupScore = Callable[[Pod, NodeInfo, Sequence[str]], int]  # (member, candidate, nodes used so far) -> bonus
@@ -53,6 +59,7 @@ class GroupState:
     scheduled_at: float | None = None
     timed_out: bool = False
     attempts: int = 0
+    topology: str = ""  # where the group was placed in the topology and why (GpuTopology), for the status
 
 
 @dataclass(slots=True)
@@ -77,7 +84,8 @@ class GangScheduler:
         self.s = sched
         self.groups: dict[str, GroupState] = {}
         self.group_score = group_score
-        self.stats = {"cycles": 0, "placed": 0, "failed": 0, "search_steps": 0}
+        self.stats = {"cycles": 0, "placed": 0, "failed": 0, "search_steps": 0, "domain_attempts": 0}
+        self._domain: frozenset[str] | None = None  # nodes of the topology domain being searched
 
     # --- entry ------------------------------------------------------------------------------------
 
@@ -126,7 +134,7 @@ class GangScheduler:
         gs.attempts += 1
         fw = s.profiles[pod.scheduler_name]
         t0 = time.perf_counter()
-        placed, reason = self._search(fw, placeable, need)
+        placed, reason = self._search_group(fw, placeable, need, pg, gs)
         log.info(
             "gang cycle",
             group=key,
@@ -165,6 +173,68 @@ class GangScheduler:
             self.s.fail(i, i.pod, status, {GANG}, cycle)
 
     # --- search -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _topology(fw: Framework) -> GpuTopology | None:
+        t = fw.instances.get(GpuTopology.name)
+        return t if isinstance(t, GpuTopology) else None
+
+    def _search_group(
+        self, fw: Framework, members: list[Pod], need: int, pg: PodGroup | None, gs: GroupState | None
+    ) -> tuple[list[_Placed] | None, str]:
+        """``_search`` inside the smallest topology domain that can host the group, then larger ones."""
+        topo = self._topology(fw)
+        if gs is not None:
+            gs.topology = ""
+        if topo is None or not members:
+            return self._search(fw, members, need)
+        state, st = self._state(fw, members[0], {})
+        if not st.is_success:
+            return self._search(fw, members, need)
+        allowed = state.read("gang/node-names")
+        sig = fw.signature(state, members[0])
+        feasible = [
+            n
+            for n in state.snapshot.nodes
+            if (allowed is None or n.name in allowed) and fw.run_filter_memo(state, members[0], n, sig).is_success
+        ]
+        plan, problem = topo.domain_plan(state, pg, feasible, need)
+        reason = plan.note or "no placement found"
+        tried = 0
+        for att in plan.attempts:
+            if att.nodes is not None:
+                if tried >= MAX_DOMAIN_ATTEMPTS:
+                    continue
+                tried += 1
+            self.stats["domain_attempts"] += 1
+            self._domain = att.nodes
+            try:
+                placed, reason = self._search(fw, members, need)
+            finally:
+                self._domain = None
+            if placed is not None:
+                if gs is not None:
+                    gs.topology = self._where(topo, placed, att.describe(need) if att.nodes is not None else "")
+                    if problem:
+                        gs.topology += f" ({problem}; ignored)"
+                return placed, ""
+        if problem:
+            reason = f"{reason} ({problem}; ignored)"
+        return None, reason
+
+    def _where(self, topo: GpuTopology, placed: list[_Placed], chosen: str) -> str:
+        if chosen:
+            return chosen
+        snap = self.s.cache.snapshot()
+        labels = [snap.node_map[pl.node].node.labels for pl in placed if pl.node in snap.node_map]
+        for lv in reversed(topo.args.levels):
+            values = {lab.get(lv.label, "") for lab in labels}
+            if len(values) == 1 and "" not in values:
+                return (
+                    f"no single smaller domain had room for {len(placed)} members; placed in {lv.name} "
+                    f"{next(iter(values))} ({lv.label})"
+                )
+        return f"no single topology domain had room for {len(placed)} members; placed across domains"
 
     def _search(self, fw: Framework, members: list[Pod], need: int) -> tuple[list[_Placed] | None, str]:
         placed: list[_Placed] = []
@@ -241,7 +311,12 @@ class GangScheduler:
             reasons[m.key] = st.message
             return [], None
         allowed = state.read("gang/node-names")
-        nodes = [n for n in state.snapshot.nodes if allowed is None or n.name in allowed]
+        domain = self._domain
+        nodes = [
+            n
+            for n in state.snapshot.nodes
+            if (allowed is None or n.name in allowed) and (domain is None or n.name in domain)
+        ]
         sig = fw.signature(state, m)
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
@@ -268,8 +343,13 @@ class GangScheduler:
             ranked = list(range(len(feasible)))
             used_nodes = [pl.node for pl in placed]
 
+            group_score = self.group_score
+            if group_score is None:
+                topo = self._topology(fw)
+                group_score = topo.group_score if topo is not None else None
+
             def key(i: int) -> tuple[int, int]:
-                bonus = self.group_score(m, feasible[i], used_nodes) if self.group_score else 0
+                bonus = group_score(m, feasible[i], used_nodes) if group_score else 0
                 return (-(scores[i].score if scores else 0) - bonus, i)
 
             ranked.sort(key=key)
@@ -398,11 +478,12 @@ class GangScheduler:
                 bound += 1
                 s.queue.done(pl.pod.key)
                 s.attempts["scheduled"] += 1
+                why = placement_note(pl.state, pl.node)
                 await api.event(
                     dict(pl.pod.raw),
                     "Normal",
                     "Scheduled",
-                    f"Successfully assigned {pl.pod.key} to {pl.node} (pod group {key})",
+                    f"Successfully assigned {pl.pod.key} to {pl.node} (pod group {key})" + (f": {why}" if why else ""),
                     "Binding",
                 )
                 continue
@@ -456,6 +537,8 @@ def podgroup_status(pg: PodGroup, members: Sequence[Pod], gs: GroupState | None)
         phase, reason = PHASE_PENDING, "WaitingForMembers"
         msg = gs.message if gs is not None and gs.message else f"{len(live)} of minMember {m} members exist"
     ok = phase in (PHASE_SCHEDULED, PHASE_RUNNING, PHASE_FINISHED)
+    if gs is not None and gs.topology and msg:
+        msg = f"{msg}; topology: {gs.topology}"
     return {
         "phase": phase,
         "scheduled": scheduled,

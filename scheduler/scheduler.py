@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from plugins.topology.plugin import placement_note
 from scheduler.api import ApiError, ClusterAPI, NotFound
 from scheduler.cache import Cache, NodeInfo
 from scheduler.config import SchedulerConfig
@@ -137,12 +138,21 @@ class Scheduler:
                 assert isinstance(claim, ResourceClaim)
                 owner = claim.meta.controller()
                 if owner is not None and owner.kind == "Pod":
-                    return  # a generated claim: its pod's status update (resourceClaimStatuses) requeues it
+                    # a generated claim: the pod's status update (resourceClaimStatuses) and the claim arrive on
+                    # different watches, in either order; a pod gated by "claim not found" waits for this one
+                    uid = owner.uid
+                    q.on_event(kind, action, lambda p: p.uid == uid or _refers_to(p, claim))
+                    return
                 q.on_event(kind, action, lambda p: _refers_to(p, claim))
             elif event == "DELETED" or (
                 isinstance(old, ResourceClaim) and old.allocation is not None and new.allocation is None
             ):
                 q.on_event(kind, "Update" if event != "DELETED" else "Delete")
+            elif isinstance(old, ResourceClaim) and old.allocation is None and new.allocation is not None:
+                # a shared claim another pod was allocating ("in the process of being allocated") is now
+                # allocated: the pods that use it can be placed on its node
+                claim = new
+                q.on_event(kind, "Update", lambda p: _refers_to(p, claim))
             return
         if kind in ("ResourceClaimTemplate", "Namespace"):
             q.on_event(kind, action)
@@ -291,8 +301,10 @@ class Scheduler:
             st = await fw.run_bind(state, pod, node, self.api)
         if st.is_success:
             self.queue.done(pod.key)
+            explained = placement_note(state, node)
+            note = f": {explained}" if explained else ""
             await self.api.event(
-                dict(pod.raw), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", "Binding"
+                dict(pod.raw), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}{note}", "Binding"
             )
             log.info("pod bound", pod=pod.key, node=node)
             return True

@@ -210,14 +210,39 @@ def to_json(result: SimulationResult) -> str:
     return json.dumps({"items": result.items, "summary": result.summary}, indent=2, sort_keys=False)
 
 
+def _topology_explainer(result: SimulationResult) -> Any:
+    """``(scheduler name, node, [(driver, pool, device)]) -> str`` from the profiles' GpuTopology, or None."""
+    sched = result.scheduler
+    if sched is None:
+        return None
+    from plugins.topology.plugin import GpuTopology
+
+    plugins = {
+        name: fw.instances.get(GpuTopology.name)
+        for name, fw in sched.profiles.items()
+        if isinstance(fw.instances.get(GpuTopology.name), GpuTopology)
+    }
+    if not plugins:
+        return None
+    snap = sched.cache.snapshot()
+
+    def explain(scheduler_name: str, node: str, devices: list[tuple[str, str, str]]) -> str:
+        topo = plugins.get(scheduler_name)
+        return topo.explain_devices(snap, node, devices) if topo is not None else ""
+
+    return explain
+
+
 def to_table(result: SimulationResult) -> str:
-    """A placement table for people: one row per pod, with node, devices and the reason if pending."""
+    """A placement table for people: one row per pod, with node, devices, how the devices are connected
+    (GpuTopology: e.g. ``gpu-0..3 NV18 all-pairs, NUMA 0``) and the reason if pending."""
     claims = {
         (c["metadata"].get("namespace"), c["metadata"]["name"]): c
         for c in result.items
         if c.get("kind") == "ResourceClaim"
     }
-    rows: list[tuple[str, str, str, str]] = []
+    explain = _topology_explainer(result)
+    rows: list[tuple[str, str, str, str, str]] = []
     for p in result.items:
         if p.get("kind") != "Pod":
             continue
@@ -225,27 +250,35 @@ def to_table(result: SimulationResult) -> str:
         ns = meta.get("namespace", "default")
         gen = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
         devices: list[str] = []
+        notes: list[str] = []
+        node = spec.get("nodeName", "")
         for pc in spec.get("resourceClaims") or []:
             cname = pc.get("resourceClaimName") or gen.get(pc.get("name"))
             claim = claims.get((ns, cname))
             alloc = ((claim or {}).get("status") or {}).get("allocation")
             if alloc:
+                ids: list[tuple[str, str, str]] = []
                 for r in alloc["devices"]["results"]:
                     devices.append(f"{r['request']}={r['pool']}/{r['device']}")
-        node = spec.get("nodeName", "")
+                    ids.append((r["driver"], r["pool"], r["device"]))
+                note = explain(spec.get("schedulerName", ""), node, ids) if explain and node else ""
+                if note:
+                    notes.append(note)
         why = ""
         if not node:
             for c in status.get("conditions") or []:
                 if c.get("type") == "PodScheduled" and c.get("status") == "False":
                     why = f"{c.get('reason')}: {c.get('message')}"
-        rows.append((f"{ns}/{meta['name']}", node or "<pending>", " ".join(devices) or "-", why))
-    head = ("POD", "NODE", "DEVICES", "REASON")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+        rows.append(
+            (f"{ns}/{meta['name']}", node or "<pending>", " ".join(devices) or "-", "; ".join(notes) or "-", why)
+        )
+    head = ("POD", "NODE", "DEVICES", "TOPOLOGY", "REASON")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = []
     for r in [head, *rows]:
         lines.append(
-            "  ".join(r[i].ljust(widths[i]) for i in range(3))
-            + ("  " + r[3] if r[3] else ("  REASON" if r is head else ""))
+            "  ".join(r[i].ljust(widths[i]) for i in range(4))
+            + ("  " + r[4] if r[4] else ("  REASON" if r is head else ""))
         )
     s = result.summary
     lines.append("")

@@ -56,6 +56,7 @@ REGISTRY: dict[str, PluginSpec] = {
             "reserve",
             "preBind",
         ),
+        _stub("GpuTopology", "preFilter", "score", "preBind"),
         _stub("DefaultBinder", "bind"),
         _stub("OtherSort", "queueSort"),
         _stub("GangPermit", "preEnqueue", "filter", "score", "permit"),
@@ -186,6 +187,7 @@ def test_reenabled_default_keeps_its_place_with_new_weight() -> None:
         PluginRef("NodeAffinity", 7),
         PluginRef("NodeResourcesFit", 1),
         PluginRef("DynamicResources", 2),
+        PluginRef("GpuTopology", 3),
         PluginRef("GangPermit", 4),
     )
     # Re-enabled without a weight: the default weight stays.

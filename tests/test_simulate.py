@@ -256,3 +256,13 @@ def test_pure_python_cel_fallback_gives_the_same_placements(monkeypatch: pytest.
     fast["summary"].pop("seconds")
     slow["summary"].pop("seconds")
     assert fast == slow
+
+
+def test_scheduled_event_explains_the_device_choice(result: Any) -> None:
+    [msg] = [
+        e["message"]
+        for e in result.events
+        if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "training-job"
+    ]
+    # 4 GPUs of an HGX A100 (NVSwitch, NV12 between every pair)
+    assert msg.endswith("gpu-0..3 NV12 all-pairs, NUMA 3+1") or "NV12 all-pairs" in msg

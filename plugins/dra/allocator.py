@@ -26,6 +26,14 @@ Where upstream has known bugs (dra-semantics.md §2.15) this implementation does
 
 Items kept as upstream: 4 (a device that disappeared from its slice cannot be charged: its counters are
 unknown), 8 (an ``All`` request fails if any pool on the node is incomplete or invalid).
+
+Candidate order hook (``device_order``, topology-aware placement): for each ``ExactCount`` request the search
+may visit the candidates in another order — ``device_order(node, free, spec, count)`` receives the candidates
+that are free and match the request right now (upstream order) and returns the preferred ones first. The
+search then walks that list followed by every other candidate in upstream order, so it stays exhaustive:
+constraints, counters, taints, capacity and ``firstAvailable`` are checked exactly as without the hook; only
+which of several feasible answers comes first changes. The list is computed when the request is entered and
+kept while its devices are chosen (positions must stay stable for the combinations).
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ from scheduler.model import (
 )
 
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
+
+# (node, free matching candidates in upstream order, request, device count) -> preferred order (a subset or a
+# permutation of the candidates given; candidates left out keep their upstream place after the returned ones).
+DeviceOrder = Callable[[Node, Sequence["Candidate"], RequestSpec, int], Sequence["Candidate"]]
 SHARE_NAMESPACE = uuid.UUID("5b1c7f0e-3c52-4f0b-9a55-2f1d4c1e9d10")
 
 
@@ -386,8 +398,10 @@ class Allocator:
         classes: Mapping[str, DeviceClass],
         selectors: SelectorCache,
         device_inputs: dict[tuple[int, int], DeviceInput] | None = None,
+        device_order: DeviceOrder | None = None,
     ) -> None:
         self.features = features
+        self.device_order = device_order
         self.ledger = ledger
         self.classes = classes
         self.selectors = selectors
@@ -493,6 +507,8 @@ class _Search:
         self.rdata: list[list[list[_Req]]] = []
         self.is_sub: list[list[bool]] = []
         self.sel_cache: dict[tuple[int, int, int, int], bool] = {}
+        # device_order: the candidate list of the request being filled, per (claim, request, subrequest)
+        self.order_slot: dict[tuple[int, int, int], list[Candidate]] = {}
         self._prevalidate()
 
     # --- pre-validation (dra-semantics §2.3) ---------------------------------------------------------
@@ -674,6 +690,12 @@ class _Search:
         cands = self.cands
         ledger = self.ledger
         multi_ok = self.f.consumable_capacity
+        if self.a.device_order is not None and not rd.admin:
+            slot = (ci, ri, si)
+            if di == 0:
+                cands = self.order_slot[slot] = self._ordered(ci, claim, rd)
+            else:
+                cands = self.order_slot.get(slot, cands)
         for pos in range(start, len(cands)):
             c = cands[pos]
             dev_id = c.id
@@ -697,6 +719,37 @@ class _Search:
             if r == _MAXSIZE:
                 return r
         return _FAIL
+
+    def _ordered(self, ci: int, claim: ClaimInput, rd: _Req) -> list[Candidate]:
+        """The candidates of an ExactCount request in the hook's preferred order, then the rest (upstream)."""
+        order = self.a.device_order
+        assert order is not None
+        ledger = self.ledger
+        multi_ok = self.f.consumable_capacity
+        free: list[Candidate] = []
+        for c in self.cands:
+            if not (multi_ok and c.device.allow_multiple_allocations) and (
+                c.id in self.allocating or ledger.is_allocated(c.id)
+            ):
+                continue
+            try:
+                if not self._selectable(ci, claim, rd, c):
+                    continue
+            except AllocationError:
+                continue  # left where upstream would meet it; the search raises there if it gets that far
+            free.append(c)
+        if len(free) < 2:
+            return self.cands
+        given = {id(c) for c in free}
+        first: set[int] = set()
+        preferred: list[Candidate] = []
+        for c in order(self.node, free, rd.spec, rd.num_devices):
+            if id(c) in given and id(c) not in first:  # only the candidates given, each once
+                first.add(id(c))
+                preferred.append(c)
+        if not preferred:
+            return self.cands
+        return preferred + [c for c in self.cands if id(c) not in first]
 
     def _try(self, ci: int, rd: _Req, c: Candidate, must: bool) -> Callable[[], None] | None:
         d = c.device

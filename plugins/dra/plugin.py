@@ -63,6 +63,9 @@ log = structlog.get_logger("dra_scheduler.dra")
 NAME = "DynamicResources"
 STATE_KEY = "DynamicResources"
 GROUP_PENDING_KEY = "gang/pending-claims"  # claim uid -> ClaimAllocation reserved by other gang members
+# CycleState key: the allocator's candidate-order hook for this cycle (written by GpuTopology's PreFilter;
+# see plugins.dra.allocator.DeviceOrder). Absent = upstream order.
+DEVICE_ORDER_KEY = "DynamicResources/device-order"
 MAX_CONSUMERS = 256  # ResourceClaimReservedForMaxSize
 FIRST_AVAILABLE_MAX = 8
 CONFLICT_RETRIES = 5
@@ -115,6 +118,7 @@ class _CycleData:
     node_allocations: dict[str, list[ClaimAllocation]] = field(default_factory=dict)
     reserved: list[ResourceClaim] = field(default_factory=list)
     written: list[tuple[ResourceClaim, bool]] = field(default_factory=list)  # (claim, allocated by us)
+    owner: DynamicResources | None = None
 
 
 _Cached = tuple[list[ClaimAllocation] | None, str]  # (result, failure reason)
@@ -212,7 +216,14 @@ class DynamicResources:
             if self._device_inputs_gen != snap.slices.generation:
                 self.device_inputs.clear()
                 self._device_inputs_gen = snap.slices.generation
-            allocator = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
+            allocator = Allocator(
+                self.features,
+                snap.ledger,
+                snap.classes,
+                self.selectors,
+                self.device_inputs,
+                device_order=state.read(DEVICE_ORDER_KEY),
+            )
         signature = (
             tuple(c.spec for c in to_allocate),
             snap.slices.generation,
@@ -228,6 +239,7 @@ class DynamicResources:
                 pinned,
                 allocator,
                 signature,
+                owner=self,
             ),
         )
         return None, Status.ok()
@@ -280,6 +292,8 @@ class DynamicResources:
         key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature)
         cached = self._results.get(key)
         if cached is None or cached[2] is not node.node:
+            if data.allocator is not None and data.allocator.device_order is None:
+                data.allocator.device_order = state.read(DEVICE_ORDER_KEY)  # GpuTopology's PreFilter ran later
             computed = self._allocate(data, snap, node)
             if len(self._results) > 200_000:
                 self._results.clear()
@@ -356,7 +370,14 @@ class DynamicResources:
         if not inputs:
             return [[] for _ in states]
         snap = states[-1].snapshot
-        allocator = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
+        allocator = Allocator(
+            self.features,
+            snap.ledger,
+            snap.classes,
+            self.selectors,
+            self.device_inputs,
+            device_order=states[-1].read(DEVICE_ORDER_KEY),
+        )
         result = allocator.allocate(node.node, inputs, self._node_pools(snap, node))
         if result is None:
             return None
@@ -543,6 +564,19 @@ class DynamicResources:
 
 class _BindError(Exception):
     pass
+
+
+def node_allocation(state: CycleState, node: NodeInfo) -> list[ClaimAllocation] | None:
+    """The allocation of the cycle's unallocated claims on ``node`` (from DynamicResources' per-node cache, or
+    computed now); None when the pod allocates nothing or the claims do not fit there. For score plugins."""
+    data: _CycleData | None = state.read(STATE_KEY)
+    if data is None or data.allocator is None or data.owner is None:
+        return None
+    try:
+        result, _ = data.owner._result_for(state, data, node)
+    except AllocationError:
+        return None
+    return result
 
 
 def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ def default_registry() -> dict[str, PluginSpec]:
     from plugins.queuesort import SPEC as PRIORITY_SORT
     from plugins.schedulinggates import SPEC as SCHEDULING_GATES
     from plugins.tainttoleration import SPEC as TAINT_TOLERATION
+    from plugins.topology import SPEC as GPU_TOPOLOGY
 
     specs = [
         PRIORITY_SORT,
@@ -48,6 +49,7 @@ def default_registry() -> dict[str, PluginSpec]:
         NODE_AFFINITY,
         NODE_RESOURCES_FIT,
         DYNAMIC_RESOURCES,
+        GPU_TOPOLOGY,
         DEFAULT_BINDER,
     ]
     return {s.name: s for s in specs}

@@ -136,7 +136,8 @@ class PodGroupStatusController:
         try:
             await stop.wait()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(operator, 10)
+                async with asyncio.timeout(10):  # not wait_for: 3.11 can lose a cancel
+                    await operator
         finally:
             for t in [*tasks, operator]:
                 t.cancel()

@@ -368,7 +368,8 @@ class SchedulingQueue:
             if remaining <= 0:
                 return None
             try:
-                await asyncio.wait_for(self._wakeup.wait(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for: 3.11 can lose a cancel
+                    await self._wakeup.wait()
             except TimeoutError:
                 return None
 
@@ -581,10 +582,7 @@ class SchedulingQueue:
         if reg is None:  # no EnqueueExtensions: interested in everything
             return True
         return (
-            (kind, action) in reg
-            or (kind, WILDCARD) in reg
-            or (WILDCARD, action) in reg
-            or (WILDCARD, WILDCARD) in reg
+            (kind, action) in reg or (kind, WILDCARD) in reg or (WILDCARD, action) in reg or (WILDCARD, WILDCARD) in reg
         )
 
     def _matches(self, plugins: set[str], kind: str, action: str) -> bool:
@@ -603,9 +601,7 @@ class SchedulingQueue:
         for ev in reversed(self._inflight_events):
             if ev.cycle < pod_cycle:
                 break
-            if self._matches(plugins, ev.kind, ev.action) and (
-                ev.pod_filter is None or _filter_ok(ev.pod_filter, pod)
-            ):
+            if self._matches(plugins, ev.kind, ev.action) and (ev.pod_filter is None or _filter_ok(ev.pod_filter, pod)):
                 return True
         return False
 

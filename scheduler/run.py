@@ -380,14 +380,16 @@ class SchedulerApp:
             sched.queue.close()
         if self._loop_task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self._loop_task, self.opts.shutdown_timeout)
+                async with asyncio.timeout(self.opts.shutdown_timeout):  # not wait_for: 3.11 can lose a cancel
+                    await self._loop_task
         if sched is not None:
             if self._lost:
                 for t in list(sched._binding_tasks):
                     t.cancel()
             else:
                 try:
-                    await asyncio.wait_for(sched.wait_bindings(), self.opts.shutdown_timeout)
+                    async with asyncio.timeout(self.opts.shutdown_timeout):  # not wait_for: 3.11 can lose a cancel
+                        await sched.wait_bindings()
                 except TimeoutError:
                     log.warning("binding cycles still running at shutdown", count=len(sched._binding_tasks))
         for t in self._tasks:

@@ -566,7 +566,8 @@ class LiveAPI:
         if self._event_task is None:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._events.join(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: 3.11 can lose a cancel
+                await self._events.join()
 
     async def close(self, timeout: float = 5.0) -> None:
         await self.flush_events(timeout)

@@ -160,7 +160,8 @@ class Informer:
     async def _sleep(self, delay: float) -> None:
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
+            async with asyncio.timeout(delay):  # not wait_for: 3.11 can lose a cancel
+                await self._wake.wait()
 
     # --- list ---------------------------------------------------------------------------------------------
 

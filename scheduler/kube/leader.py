@@ -116,7 +116,8 @@ class LeaderElector:
 
     async def _try(self, deadline: float) -> bool:
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(), max(deadline, 0.01))
+            async with asyncio.timeout(max(deadline, 0.01)):  # not wait_for: 3.11 can lose a cancel
+                return await self._try_acquire_or_renew()
         except TimeoutError:
             self._log.warning("lease request timed out")
         except ApiError as e:
@@ -193,5 +194,6 @@ class LeaderElector:
             "renewTime": _micro_time(),
         }
         with contextlib.suppress(ApiError, TimeoutError):
-            await asyncio.wait_for(self.api.update("Lease", {**self._lease, "spec": spec}), self.retry_period)
+            async with asyncio.timeout(self.retry_period):  # not wait_for: 3.11 can lose a cancel
+                await self.api.update("Lease", {**self._lease, "spec": spec})
             self._log.info("lease released")

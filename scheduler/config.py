@@ -61,7 +61,8 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("TaintToleration", 3),
         PluginRef("NodeAffinity", 2),
         PluginRef("NodeResourcesFit", 1),
-        PluginRef("DynamicResources", 2),
+        # firstAvailable order is the user's explicit preference: it outweighs packing/topology (<= 3 x 100)
+        PluginRef("DynamicResources", 7),
         PluginRef("GpuTopology", 3),
     ),
     "reserve": (PluginRef("DynamicResources"),),

@@ -129,6 +129,16 @@ class GangScheduler:
                 if other is not None:
                     infos[p.key] = other
         placeable = [p for p in pending if p.key in infos]
+        if len(bound) + len(placeable) < pg.min_member:
+            # members exist but cannot be scheduled yet (gated, e.g. their claims are not created yet)
+            waiting = sorted(p.key for p in pending if p.key not in infos)
+            msg = (
+                f"pod group {key}: {len(bound) + len(placeable)} of minMember {pg.min_member} pods are ready to "
+                f"schedule; waiting for {', '.join(waiting[:3])}{' ...' if len(waiting) > 3 else ''}"
+            )
+            self._fail(list(infos.values()), Status.unschedulable(self._timeout_note(pg, gs, msg)), cycle, gs)
+            await s.flush_writes()
+            return True
         need = pg.min_member - len(bound)
         self.stats["cycles"] += 1
         gs.attempts += 1

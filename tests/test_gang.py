@@ -309,3 +309,14 @@ def test_invariants_under_churn() -> None:
         assert any(len(live.bound(g)) for g in groups)
 
     asyncio.run(go())
+
+
+def test_group_waits_for_members_that_cannot_be_scheduled_yet() -> None:
+    """A member whose claim template does not exist yet is gated: the group says whom it waits for
+    instead of searching and reporting 'no placement'."""
+    objs = [*scale_fleet(2), template("one", 1), podgroup("g", 2), pod("a", "one", "g"), pod("b", "later", "g")]
+    res = asyncio.run(simulate(objs))
+    pods = _by_kind(res.items, "Pod")
+    assert not any(p["spec"].get("nodeName") for p in pods.values())
+    [cond] = [c for c in pods["a"]["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert "1 of minMember 2 pods are ready to schedule; waiting for default/b" in cond["message"]

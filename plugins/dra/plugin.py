@@ -40,7 +40,6 @@ from plugins.dra.allocator import (
 from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
 from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
-from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -425,7 +424,12 @@ class DynamicResources:
         return total
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
-        default_normalize_score(MAX_NODE_SCORE, False, scores)
+        """Min-max (KEP-4816): the nodes where the best-ranked subrequests fit get 100, the worst 0, so
+        a user's firstAvailable order is not drowned by packing or topology scores."""
+        lo = min((s.score for s in scores), default=0)
+        hi = max((s.score for s in scores), default=0)
+        for s in scores:
+            s.score = (s.score - lo) * MAX_NODE_SCORE // (hi - lo) if hi > lo else 0
         return Status.ok()
 
     # --- Reserve / Unreserve ---------------------------------------------------------------------------

@@ -429,6 +429,19 @@ class SchedulingQueue:
             moved += self._release(e)
         return moved
 
+    def on_event_for(self, key: str, kind: str, action: str) -> int:
+        """An event that concerns one known pod only (e.g. the claim generated for it was created):
+        O(1) instead of scanning every waiting pod. Same in-flight rule as :meth:`on_event`."""
+        e = self._entries.get(key)
+        if e is None:
+            return 0
+        if self._in_flight:
+            uid = e.info.pod.uid
+            self._record_inflight_event(_InFlightEvent(self._cycle, kind, action, lambda p: p.uid == uid))
+        if e.pool not in (UNSCHEDULABLE, GATED):
+            return 0
+        return self._release(e)
+
     def flush(self) -> None:
         now = self._clock.now()
         self._flush_backoff(now)

@@ -140,8 +140,7 @@ class Scheduler:
                 if owner is not None and owner.kind == "Pod":
                     # a generated claim: the pod's status update (resourceClaimStatuses) and the claim arrive on
                     # different watches, in either order; a pod gated by "claim not found" waits for this one
-                    uid = owner.uid
-                    q.on_event(kind, action, lambda p: p.uid == uid or _refers_to(p, claim))
+                    q.on_event_for(f"{claim.namespace}/{owner.name}", kind, action)
                     return
                 q.on_event(kind, action, lambda p: _refers_to(p, claim))
             elif event == "DELETED" or (
@@ -150,9 +149,12 @@ class Scheduler:
                 q.on_event(kind, "Update" if event != "DELETED" else "Delete")
             elif isinstance(old, ResourceClaim) and old.allocation is None and new.allocation is not None:
                 # a shared claim another pod was allocating ("in the process of being allocated") is now
-                # allocated: the pods that use it can be placed on its node
+                # allocated: the pods that use it can be placed on its node. A claim generated for one pod
+                # (controller = that pod) is not shared: nobody else waits for it.
                 claim = new
-                q.on_event(kind, "Update", lambda p: _refers_to(p, claim))
+                owner = claim.meta.controller()
+                if owner is None or owner.kind != "Pod":
+                    q.on_event(kind, "Update", lambda p: _refers_to(p, claim))
             return
         if kind in ("ResourceClaimTemplate", "Namespace"):
             q.on_event(kind, action)

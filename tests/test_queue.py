@@ -673,3 +673,29 @@ def test_stale_info_from_an_earlier_incarnation_is_ignored() -> None:
     assert q.pool("ns/a") == "in_flight"
     q.add_unschedulable(new, {FIT}, q.scheduling_cycle)
     assert q.pool("ns/a") == "unschedulable"
+
+
+def test_event_for_one_pod_releases_only_that_pod() -> None:
+    blocked = {"ns/a", "ns/b"}
+
+    def pre_enqueue(pod: Pod) -> Status:
+        return Status.unresolvable("claim missing", plugin=DRA) if pod.key in blocked else Status.ok()
+
+    q, _ = new_queue(pre_enqueue=pre_enqueue)
+    q.add(make_pod("a"))
+    q.add(make_pod("b"))
+    blocked.clear()
+    assert q.on_event_for("ns/a", "ResourceClaim", "Add") == 1
+    assert q.pool("ns/a") == "active" and q.pool("ns/b") == "gated"
+    assert q.on_event_for("ns/missing", "ResourceClaim", "Add") == 0
+
+
+def test_event_for_a_pod_in_flight_sends_it_to_backoff() -> None:
+    q, _ = new_queue()
+    q.add(make_pod("a"))
+    info = q.pop()
+    assert info is not None
+    cycle = q.scheduling_cycle
+    assert q.on_event_for("ns/a", "ResourceClaim", "Add") == 0  # in flight: recorded, not moved
+    q.add_unschedulable(info, {DRA}, cycle)
+    assert q.pool("ns/a") == "backoff"

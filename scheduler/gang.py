@@ -23,6 +23,7 @@ until one domain of that level can host it. The PodGroup status says where it we
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,7 @@ class GangScheduler:
         self.s = sched
         self.groups: dict[str, GroupState] = {}
         self.group_score = group_score
+        self.last_results: Counter[str] = Counter()  # attempt results of the last group cycle, per member
         self.stats = {"cycles": 0, "placed": 0, "failed": 0, "search_steps": 0, "domain_attempts": 0}
         self._domain: frozenset[str] | None = None  # nodes of the topology domain being searched
 
@@ -91,6 +93,7 @@ class GangScheduler:
 
     async def run(self, info: QueuedPodInfo) -> bool:
         """Handle a popped group member. Returns False when the pod should be scheduled individually."""
+        self.last_results = Counter()
         s = self.s
         cache = s.cache
         pod = cache.pod(info.pod.key)
@@ -165,6 +168,7 @@ class GangScheduler:
         placed_keys = {pl.pod.key for pl in placed}
         rest = [infos[k] for k in infos if k not in placed_keys]
         for r in rest:
+            self.last_results["unschedulable"] += 1
             s.queue.add_unschedulable(r, {GANG}, cycle)
             s.queue.done(r.pod.key)
         await self._commit(fw, placed, infos, gs, key)
@@ -179,7 +183,9 @@ class GangScheduler:
 
     def _fail(self, infos: Sequence[QueuedPodInfo], status: Status, cycle: int, gs: GroupState) -> None:
         gs.message = status.message
+        result = "error" if status.code == Code.ERROR else "unschedulable"
         for i in infos:
+            self.last_results[result] += 1
             self.s.fail(i, i.pod, status, {GANG}, cycle)
 
     # --- search -----------------------------------------------------------------------------------
@@ -476,6 +482,7 @@ class GangScheduler:
             gs.message = msg
             for pl in placed:
                 i = infos[pl.pod.key]
+                self.last_results["error"] += 1
                 s.queue.add_backoff(i)
                 s.queue.done(pl.pod.key)
                 await s.write_failure(pl.pod, "SchedulerError", msg)
@@ -486,6 +493,7 @@ class GangScheduler:
             i = infos[pl.pod.key]
             if st.is_success:
                 bound += 1
+                self.last_results["scheduled"] += 1
                 s.queue.done(pl.pod.key)
                 s.attempts["scheduled"] += 1
                 why = placement_note(pl.state, pl.node)
@@ -502,6 +510,7 @@ class GangScheduler:
             await fw.run_rollback(pl.state, pl.pod, pl.node, api)
             fw.run_unreserve(pl.state, pl.pod, pl.node)
             s.cache.forget_pod(pl.pod)
+            self.last_results["error"] += 1
             s.queue.add_backoff(i)
             s.queue.done(pl.pod.key)
         self.stats["placed"] += bound

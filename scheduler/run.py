@@ -322,6 +322,12 @@ class SchedulerApp:
                 self.metrics.observe_attempt("error", profile, time.perf_counter() - start)
                 log.exception("scheduling attempt failed", error=repr(e))
                 return
+        if outcome.group_results is not None:  # a gang cycle: one attempt per member
+            seconds = time.perf_counter() - start
+            for result, n in outcome.group_results.items():
+                for _ in range(n):
+                    self.metrics.observe_attempt(result, profile, seconds)
+            return
         if outcome.status is not None:
             result = "error" if outcome.status.code == Code.ERROR else "unschedulable"
             self.metrics.observe_attempt(result, profile, time.perf_counter() - start)

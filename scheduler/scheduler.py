@@ -53,6 +53,7 @@ class Outcome:
     pod: str
     node: str = ""
     status: Status | None = None
+    group_results: Mapping[str, int] | None = None  # a gang cycle: attempt results of its members
 
 
 class Scheduler:
@@ -337,7 +338,7 @@ class Scheduler:
         """One pod: scheduling cycle, then its binding cycle (awaited inline or as a task).
         A member of a PodGroup that has not reached minMember bound pods goes through the gang cycle."""
         if info.pod.pod_group and await self.gang.run(info):
-            return Outcome(info.pod.key)
+            return Outcome(info.pod.key, group_results=dict(self.gang.last_results))
         res = self.schedule_one(info)
         await self.flush_writes()
         if isinstance(res, Outcome):

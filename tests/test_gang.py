@@ -320,3 +320,25 @@ def test_group_waits_for_members_that_cannot_be_scheduled_yet() -> None:
     assert not any(p["spec"].get("nodeName") for p in pods.values())
     [cond] = [c for c in pods["a"]["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert "1 of minMember 2 pods are ready to schedule; waiting for default/b" in cond["message"]
+
+
+def test_gang_cycle_reports_one_attempt_result_per_member() -> None:
+    async def go() -> None:
+        live = Live([*scale_fleet(2), template("one", 1), podgroup("g", 2), pod("p0", "one", "g")])
+        for p in live.api.list("Pod"):
+            await create_pod_claims(live.api, p)
+        info = live.sched.queue.pop()
+        assert info is not None
+        out = await live.sched.run_once(info)
+        assert out.group_results == {"unschedulable": 1}  # waits for its second member
+        live.add([pod("p1", "one", "g")])
+        for p in live.api.list("Pod"):
+            await create_pod_claims(live.api, p)
+        live.clock.advance(20)
+        live.sched.queue.flush()
+        info = live.sched.queue.pop()
+        assert info is not None
+        out = await live.sched.run_once(info)
+        assert out.group_results == {"scheduled": 2}
+
+    asyncio.run(go())

@@ -39,6 +39,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -479,6 +480,13 @@ POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 def namespace(name: str) -> JSON:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {FLEET_LABEL + "-test": "1"}}}
+
+
+def fresh_namespace(kube: Kube, prefix: str) -> str:
+    """Create a namespace with a unique name (``<prefix>-<6 hex>``) for one test; returns its name."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kube.create(namespace(name))
+    return name
 
 
 def claim_template(ns: str, name: str, count: int = 1, device_class: str = "gpu.nvidia.com",

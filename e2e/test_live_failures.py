@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from typing import Any
 
 from e2e import cluster
@@ -16,17 +15,11 @@ from e2e.fleet import (
     check_state,
     claim_template,
     create_scale_fleet,
+    fresh_namespace,
     gpu_pod,
-    namespace,
     pod_scheduled_condition,
     wait_for,
 )
-
-
-def _ns(kube: Kube, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    kube.create(namespace(name))
-    return name
 
 
 def _orphans(pods: list[JSON], claims: list[JSON]) -> list[str]:
@@ -42,7 +35,7 @@ def _orphans(pods: list[JSON], claims: list[JSON]) -> list[str]:
 
 
 def test_scheduler_killed_while_binding_recovers_consistently(kube: Kube, spawn_scheduler: Any) -> None:
-    ns = _ns(kube, "crash")
+    ns = fresh_namespace(kube, "crash")
     fleet = create_scale_fleet(kube, "crash", 10, 8)  # 80 devices for 100 pods
     kube.create(claim_template(ns, "one"))
     # a client rate limit spreads each pod's writes (finalizer, claim status, Binding) over tens of ms, so
@@ -119,7 +112,7 @@ def test_scheduler_killed_while_binding_recovers_consistently(kube: Kube, spawn_
 def test_apiserver_restart_while_pods_are_pending(
     cluster_info: cluster.ClusterInfo, kube: Kube, spawn_scheduler: Any
 ) -> None:
-    ns = _ns(kube, "restart")
+    ns = fresh_namespace(kube, "restart")
     kube.create(claim_template(ns, "one"))
     sched = spawn_scheduler().start()
     # pending: they need the fleet "late", which does not exist yet

@@ -5,7 +5,6 @@ running in the scheduler process."""
 from __future__ import annotations
 
 import time
-import uuid
 
 from e2e.fleet import (
     JSON,
@@ -16,18 +15,12 @@ from e2e.fleet import (
     check_state,
     claim_template,
     create_scale_fleet,
+    fresh_namespace,
     gpu_pod,
-    namespace,
     pod_scheduled_condition,
     podgroup,
     wait_for,
 )
-
-
-def _ns(kube: Kube, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    kube.create(namespace(name))
-    return name
 
 
 def _group(kube: Kube, ns: str, fleet: str, members: int = 8, min_member: int = 8) -> None:
@@ -39,7 +32,7 @@ def _group(kube: Kube, ns: str, fleet: str, members: int = 8, min_member: int = 
 def test_group_of_eight_full_nodes_is_placed_whole_and_its_status_written(
     kube: Kube, scheduler: SchedulerProcess
 ) -> None:
-    ns = _ns(kube, "gang-whole")
+    ns = fresh_namespace(kube, "gang-whole")
     fleet = create_scale_fleet(kube, "gang-whole", 8, 8)
     _group(kube, ns, "gang-whole")
 
@@ -72,7 +65,7 @@ def test_group_of_eight_full_nodes_is_placed_whole_and_its_status_written(
 
 
 def test_group_that_cannot_fit_places_nobody_and_says_why(kube: Kube, scheduler: SchedulerProcess) -> None:
-    ns = _ns(kube, "gang-short")
+    ns = fresh_namespace(kube, "gang-short")
     create_scale_fleet(kube, "gang-short", 7, 8)  # one node short of 8 x 8 GPUs
     _group(kube, ns, "gang-short")
 
@@ -110,7 +103,7 @@ def test_group_that_cannot_fit_places_nobody_and_says_why(kube: Kube, scheduler:
 def test_two_groups_competing_for_one_groups_capacity(kube: Kube, scheduler: SchedulerProcess) -> None:
     """Both groups need all 4 nodes: exactly one is placed whole, the other holds nothing; once the first
     group's pods are deleted (the claim controller deallocates their claims), the second is placed whole."""
-    ns = _ns(kube, "gang-race")
+    ns = fresh_namespace(kube, "gang-race")
     fleet = create_scale_fleet(kube, "gang-race", 4, 8)
     kube.create(claim_template(ns, "eight", count=8))
     kube.create_many([podgroup(ns, "g1", 4), podgroup(ns, "g2", 4)])

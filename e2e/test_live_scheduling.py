@@ -4,7 +4,6 @@ more pods than devices arrive at once."""
 from __future__ import annotations
 
 import time
-import uuid
 
 from e2e.fleet import (
     JSON,
@@ -15,22 +14,16 @@ from e2e.fleet import (
     claim_names,
     claim_template,
     create_scale_fleet,
+    fresh_namespace,
     gpu_pod,
-    namespace,
     pod_scheduled_condition,
     wait_for,
 )
 from scheduler import fleet as gen
 
 
-def _ns(kube: Kube, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    kube.create(namespace(name))
-    return name
-
-
 def test_pod_is_scheduled_once_its_device_class_is_created(kube: Kube, scheduler: SchedulerProcess) -> None:
-    ns = _ns(kube, "late-class")
+    ns = fresh_namespace(kube, "late-class")
     create_scale_fleet(kube, "late-class", 1, 2)
     kube.create(claim_template(ns, "one", device_class="late-gpu"))
     kube.create(gpu_pod(ns, "p", template="one", fleet="late-class"))
@@ -59,7 +52,7 @@ def test_pod_is_scheduled_once_its_device_class_is_created(kube: Kube, scheduler
 
 
 def test_200_pods_at_once_on_160_devices_no_device_twice(kube: Kube, scheduler: SchedulerProcess) -> None:
-    ns = _ns(kube, "crowd")
+    ns = fresh_namespace(kube, "crowd")
     fleet = create_scale_fleet(kube, "crowd", 20, 8)
     assert fleet.device_count() == 160
     kube.create(claim_template(ns, "one"))

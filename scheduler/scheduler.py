@@ -167,7 +167,6 @@ class Scheduler:
     def schedule_one(self, info: QueuedPodInfo) -> Outcome | tuple[Outcome, CycleState, Framework]:
         """Run one scheduling cycle. Returns the outcome, plus what the binding cycle needs on success."""
         pod = self.cache.pod(info.pod.key)
-        start = time.perf_counter()
         if pod is None or pod.uid != info.pod.uid or not self.responsible(pod) or pod.meta.deleting:
             self.queue.done(info.pod.key)
             return Outcome(info.pod.key)
@@ -188,7 +187,7 @@ class Scheduler:
             if not st.is_success:
                 self.cache.forget_pod(pod)
                 status, rejectors, node = st, {st.plugin} if st.plugin else set(), None
-        self._observe_attempt(status, start)
+        self._count_attempt(status)
         if node is None:
             assert status is not None
             self.fail(info, pod, status, rejectors, cycle)
@@ -259,7 +258,7 @@ class Scheduler:
         fw.metrics.observe_extension_point("Filter", Code.SUCCESS, time.perf_counter() - start)
         return feasible, statuses
 
-    def _observe_attempt(self, status: Status | None, start: float) -> None:
+    def _count_attempt(self, status: Status | None) -> None:
         result = "scheduled" if status is None else ("error" if status.code == Code.ERROR else "unschedulable")
         self.attempts[result] += 1
 

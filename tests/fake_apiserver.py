@@ -21,7 +21,7 @@ import asyncio
 import copy
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -552,3 +552,13 @@ class FakeAPIServer:
         return web.json_response(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
         )
+
+
+async def eventually(cond: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01) -> None:
+    """Poll ``cond`` until it is true; AssertionError after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(interval)

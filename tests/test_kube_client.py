@@ -15,14 +15,6 @@ from tests.fake_apiserver import FakeAPIServer
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[FakeAPIServer]:
-    s = FakeAPIServer()
-    await s.start()
-    yield s
-    await s.stop()
-
-
-@pytest.fixture
 async def api(server: FakeAPIServer) -> AsyncIterator[LiveAPI]:
     conn = KubeConnection(server.url, qps=0)
     a = LiveAPI(conn)

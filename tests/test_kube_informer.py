@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,17 +12,9 @@ from scheduler.cache import Cache
 from scheduler.kube.client import KubeConnection
 from scheduler.kube.informer import Informer, InformerSet, cache_lookup
 from scheduler.kube.resources import NODE, POD, RESOURCE_CLAIM
-from tests.fake_apiserver import FakeAPIServer
+from tests.fake_apiserver import FakeAPIServer, eventually
 
 FAST = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": (30.0, 30.0)}
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeAPIServer]:
-    s = FakeAPIServer()
-    await s.start()
-    yield s
-    await s.stop()
 
 
 @pytest.fixture
@@ -30,15 +22,6 @@ async def conn(server: FakeAPIServer) -> AsyncIterator[KubeConnection]:
     c = KubeConnection(server.url, qps=0)
     yield c
     await c.close()
-
-
-async def eventually(cond: Callable[[], Any], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.01)
 
 
 def pod(name: str, ns: str = "default", node: str = "") -> dict[str, Any]:

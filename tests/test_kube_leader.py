@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from scheduler.kube.client import KubeConnection, LiveAPI
 from scheduler.kube.leader import LeaderElector
-from tests.fake_apiserver import FakeAPIServer
+from tests.fake_apiserver import FakeAPIServer, eventually
 
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.1}
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeAPIServer]:
-    s = FakeAPIServer()
-    await s.start()
-    yield s
-    await s.stop()
 
 
 @pytest.fixture
@@ -29,15 +21,6 @@ async def api(server: FakeAPIServer) -> AsyncIterator[LiveAPI]:
     conn = KubeConnection(server.url, qps=0)
     yield LiveAPI(conn)
     await conn.close()
-
-
-async def eventually(cond: Callable[[], Any], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.01)
 
 
 async def cancel(*tasks: asyncio.Task[Any]) -> None:

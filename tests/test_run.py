@@ -9,33 +9,20 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
-import pytest
 import yaml
 
 from scheduler.cli import main as cli_main
 from scheduler.kube.client import KubeConnection
 from scheduler.run import RunOptions, SchedulerApp
 from tests.fake_apiserver import FakeAPIServer
+from tests.fake_apiserver import eventually as poll
 
 INFORMER = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": (30.0, 30.0)}
 DRIVER = "gpu.example.com"
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[FakeAPIServer]:
-    s = FakeAPIServer()
-    await s.start()
-    yield s
-    await s.stop()
-
-
 async def eventually(cond: Callable[[], Any], timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.02)
+    await poll(cond, timeout, 0.02)
 
 
 def cluster(server: FakeAPIServer, gpus: int = 2) -> None:

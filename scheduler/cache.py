@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from scheduler.ledger import DeviceLedger, PoolID
+from scheduler.objects import OBJECT_KINDS
 from scheduler.model import (
     CPU,
     MEMORY,
@@ -56,6 +57,13 @@ class NodeInfo:
     pod_count: int
     pods: tuple[str, ...] = ()  # pod keys on the node
     name: str = ""
+    # The Pod objects on the node (same order as ``pods``), and those with pod (anti-)affinity terms /
+    # required anti-affinity terms (upstream NodeInfo.Pods, PodsWithAffinity, PodsWithRequiredAntiAffinity).
+    pod_list: tuple[Pod, ...] = ()
+    pods_with_affinity: tuple[Pod, ...] = ()
+    pods_with_required_anti_affinity: tuple[Pod, ...] = ()
+    # Scratch space for plugins' derived views of this (immutable) NodeInfo, e.g. used host ports.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -70,7 +78,18 @@ def _node_info(node: Node, pods: Mapping[str, Pod]) -> NodeInfo:
             req[k] = req.get(k, 0) + v
         nz_cpu += p.requests.get(CPU, 0) or DEFAULT_MILLI_CPU
         nz_mem += p.requests.get(MEMORY, 0) or DEFAULT_MEMORY
-    return NodeInfo(node, req, {CPU: nz_cpu, MEMORY: nz_mem}, len(pods), tuple(sorted(pods)))
+    keys = tuple(sorted(pods))
+    plist = tuple(pods[k] for k in keys)
+    return NodeInfo(
+        node,
+        req,
+        {CPU: nz_cpu, MEMORY: nz_mem},
+        len(pods),
+        keys,
+        pod_list=plist,
+        pods_with_affinity=tuple(p for p in plist if p.has_pod_affinity),
+        pods_with_required_anti_affinity=tuple(p for p in plist if p.has_required_anti_affinity),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +136,18 @@ class Snapshot:
     podgroups: Mapping[str, PodGroup]
     ledger: DeviceLedger = field(repr=False)
     ledger_revision: int = 0
+    # Other kinds (scheduler/objects.py): kind -> key ("ns/name" or "name") -> converted object.
+    objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    # Nodes with at least one pod with pod (anti-)affinity / required anti-affinity (upstream
+    # HavePodsWithAffinityList / HavePodsWithRequiredAntiAffinityList).
+    nodes_with_affinity_pods: tuple[NodeInfo, ...] = ()
+    nodes_with_required_anti_affinity_pods: tuple[NodeInfo, ...] = ()
 
+    def objects_of(self, kind: str) -> Mapping[str, Any]:
+        return self.objects.get(kind) or _EMPTY
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 Handler = Callable[[str, str, Any, Any], None]  # (kind, event, old, new)
 
@@ -134,6 +164,7 @@ class Cache:
         "ResourceClaimTemplate",
         "PodGroup",
         "Namespace",
+        *OBJECT_KINDS,
     )
 
     def __init__(self) -> None:
@@ -149,7 +180,8 @@ class Cache:
         self._templates: dict[str, ResourceClaimTemplate] = {}
         self._podgroups: dict[str, PodGroup] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
-        self.generations: dict[str, int] = dict.fromkeys(self.KINDS, 0)
+        self._objects: dict[str, dict[str, Any]] = {k: {} for k in OBJECT_KINDS}
+        self.generations: dict[str, int] = dict.fromkeys((*self.KINDS, "Objects"), 0)
         self._snap_parts: dict[str, tuple[int, Any]] = {}
         self._slice_index = build_slice_index({}, 0)
         self._slices_dirty = False
@@ -184,13 +216,18 @@ class Cache:
         meta = raw.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
         try:
-            getattr(self, f"_on_{kind.lower()}")(event, key, raw)
+            if kind in OBJECT_KINDS:
+                self._on_object(kind, event, key, raw)
+            else:
+                getattr(self, f"_on_{kind.lower()}")(event, key, raw)
         except ModelError as e:
             self.conversion_errors[f"{kind} {key}"] = str(e)
             log.warning("object rejected", kind=kind, object=key, error=str(e))
             return
         self.conversion_errors.pop(f"{kind} {key}", None)
         self.generations[kind] += 1
+        if kind in OBJECT_KINDS:
+            self.generations["Objects"] += 1
 
     def _notify(self, kind: str, event: str, old: Any, new: Any) -> None:
         for h in self.handlers:
@@ -342,6 +379,19 @@ class Cache:
             self._namespaces[key] = {str(k): str(v) for k, v in labels.items()}
         self._notify("Namespace", event, None, None)
 
+    def _on_object(self, kind: str, event: str, key: str, raw: Mapping[str, Any]) -> None:
+        store = self._objects[kind]
+        old = store.get(key)
+        if event == "DELETED":
+            store.pop(key, None)
+            new = None
+        else:
+            new = store[key] = OBJECT_KINDS[kind](raw)
+        self._notify(kind, event, old, new)
+
+    def objects(self, kind: str) -> Mapping[str, Any]:
+        return self._objects.get(kind) or _EMPTY
+
     # --- snapshot ----------------------------------------------------------------------------------
 
     def _part(self, kind: str, make: Callable[[], Any]) -> Any:
@@ -367,14 +417,25 @@ class Cache:
             podgroups=MappingProxyType(self._podgroups),
             ledger=self.ledger,
             ledger_revision=self.ledger.revision,
+            objects=MappingProxyType({k: MappingProxyType(v) for k, v in self._objects.items()}),
         )
 
     def snapshot(self) -> Snapshot:
-        def nodes() -> tuple[tuple[NodeInfo, ...], Mapping[str, NodeInfo]]:
+        def nodes() -> tuple[tuple[NodeInfo, ...], Mapping[str, NodeInfo], tuple[NodeInfo, ...], tuple[NodeInfo, ...]]:
             infos = tuple(self._node_infos[n] for n in self._node_order if n in self._node_infos)
-            return infos, MappingProxyType({i.name: i for i in infos})
+            return (
+                infos,
+                MappingProxyType({i.name: i for i in infos}),
+                tuple(i for i in infos if i.pods_with_affinity),
+                tuple(i for i in infos if i.pods_with_required_anti_affinity),
+            )
 
-        node_list, node_map = self._part("Node", nodes)
+        node_list, node_map, with_affinity, with_anti = self._part("Node", nodes)
+
+        def objects() -> Mapping[str, Mapping[str, Any]]:
+            return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self._objects.items()})
+
+        objs = self._part("Objects", objects)
         slices = self._slices_index()
         return Snapshot(
             nodes=node_list,
@@ -388,4 +449,7 @@ class Cache:
             podgroups=self._part("PodGroup", lambda: MappingProxyType(dict(self._podgroups))),
             ledger=self.ledger,
             ledger_revision=self.ledger.revision,
+            objects=objs,
+            nodes_with_affinity_pods=with_affinity,
+            nodes_with_required_anti_affinity_pods=with_anti,
         )

@@ -39,11 +39,21 @@ class SchedulerConfig:
 # The default profile: every extension point with its plugins, in order (kube-scheduler's defaults,
 # restricted to the plugins this scheduler implements, plus DynamicResources everywhere it acts).
 DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
+    # kube-scheduler 1.37.2's default profile (pkg/scheduler/apis/config/v1/default_plugins.go), in its
+    # order, plus GpuTopology. A plugin listed at a point it does not implement (its registry entry's
+    # ``points``) is left out there, as upstream's multiPoint expansion does.
     "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources")),
     "queueSort": (PluginRef("PrioritySort"),),
     "preFilter": (
         PluginRef("NodeAffinity"),
+        PluginRef("NodePorts"),
         PluginRef("NodeResourcesFit"),
+        PluginRef("VolumeRestrictions"),
+        PluginRef("NodeVolumeLimits"),
+        PluginRef("VolumeBinding"),
+        PluginRef("VolumeZone"),
+        PluginRef("PodTopologySpread"),
+        PluginRef("InterPodAffinity"),
         PluginRef("GpuTopology"),  # hands DynamicResources the device-order hook, so it runs first
         PluginRef("DynamicResources"),
     ),
@@ -52,28 +62,61 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("NodeName"),
         PluginRef("TaintToleration"),
         PluginRef("NodeAffinity"),
+        PluginRef("NodePorts"),
         PluginRef("NodeResourcesFit"),
+        PluginRef("VolumeRestrictions"),
+        PluginRef("NodeVolumeLimits"),
+        PluginRef("VolumeBinding"),
+        PluginRef("VolumeZone"),
+        PluginRef("PodTopologySpread"),
+        PluginRef("InterPodAffinity"),
         PluginRef("DynamicResources"),
     ),
     "postFilter": (),
-    "preScore": (PluginRef("TaintToleration"), PluginRef("NodeAffinity"), PluginRef("NodeResourcesFit")),
+    "preScore": (
+        PluginRef("TaintToleration"),
+        PluginRef("NodeAffinity"),
+        PluginRef("NodeResourcesFit"),
+        PluginRef("VolumeBinding"),
+        PluginRef("PodTopologySpread"),
+        PluginRef("InterPodAffinity"),
+        PluginRef("NodeResourcesBalancedAllocation"),
+        PluginRef("ImageLocality"),
+    ),
     "score": (
         PluginRef("TaintToleration", 3),
         PluginRef("NodeAffinity", 2),
         PluginRef("NodeResourcesFit", 1),
+        PluginRef("VolumeBinding", 1),
+        PluginRef("PodTopologySpread", 2),
+        PluginRef("InterPodAffinity", 2),
         # firstAvailable order is the user's explicit preference: it outweighs packing/topology (<= 3 x 100)
         PluginRef("DynamicResources", 7),
+        PluginRef("NodeResourcesBalancedAllocation", 1),
+        PluginRef("ImageLocality", 1),
         PluginRef("GpuTopology", 3),
     ),
-    "reserve": (PluginRef("DynamicResources"),),
+    "reserve": (PluginRef("VolumeBinding"), PluginRef("DynamicResources")),
     "permit": (),
-    "preBind": (PluginRef("DynamicResources"), PluginRef("GpuTopology")),
+    "preBind": (PluginRef("VolumeBinding"), PluginRef("DynamicResources"), PluginRef("GpuTopology")),
     "bind": (PluginRef("DefaultBinder"),),
 }
 
 
+def default_plugins(registry: Mapping[str, PluginSpec] | None = None) -> dict[str, tuple[PluginRef, ...]]:
+    """DEFAULT_PLUGINS restricted to the points each registered plugin implements."""
+    if registry is None:
+        from scheduler.framework.registry import default_registry
+
+        registry = default_registry()
+    return {
+        point: tuple(r for r in refs if r.name in registry and point in registry[r.name].points)
+        for point, refs in DEFAULT_PLUGINS.items()
+    }
+
+
 def default_config() -> SchedulerConfig:
-    return SchedulerConfig(profiles=(Profile(DEFAULT_SCHEDULER_NAME, DEFAULT_PLUGINS),))
+    return SchedulerConfig(profiles=(Profile(DEFAULT_SCHEDULER_NAME, default_plugins()),))
 
 
 # --- parsing and validation ------------------------------------------------------------------------------

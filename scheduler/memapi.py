@@ -21,8 +21,18 @@ from scheduler.api import Conflict, Invalid, NotFound, Obj
 
 Watcher = Callable[[str, str, Obj], None]  # (kind, ADDED|MODIFIED|DELETED, object)
 UID_NAMESPACE = uuid.UUID("0d6c1f7a-2a3e-4c55-8a0f-6f2f3e1b9c11")
-CLUSTER_SCOPED = {"Node", "ResourceSlice", "DeviceClass", "Namespace"}
-STATUS_KINDS = {"Pod", "ResourceClaim", "PodGroup", "Node"}
+CLUSTER_SCOPED = {
+    "Node",
+    "ResourceSlice",
+    "DeviceClass",
+    "Namespace",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "PriorityClass",
+}
+STATUS_KINDS = {"Pod", "ResourceClaim", "PodGroup", "Node", "PersistentVolume", "PersistentVolumeClaim"}
 
 
 def _key(kind: str, namespace: str, name: str) -> tuple[str, str, str]:

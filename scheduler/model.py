@@ -342,6 +342,8 @@ class Node:
     taints: tuple[Taint, ...]
     allocatable: Mapping[str, int]
     raw: Raw = field(repr=False, compare=False)
+    # Per-object scratch space for plugins' parsed views of ``raw`` (e.g. images), filled lazily.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -397,6 +399,14 @@ class Pod:
     scheduling_gates: tuple[str, ...]
     pod_group: str  # name of the PodGroup this pod belongs to ("" = none)
     raw: Raw = field(repr=False, compare=False)
+    # spec.affinity.podAffinity / podAntiAffinity present (any term), and required anti-affinity terms
+    # present: the cache lists such pods per node (upstream NodeInfo.PodsWithAffinity /
+    # PodsWithRequiredAntiAffinity) so InterPodAffinity does not scan every pod.
+    has_pod_affinity: bool = False
+    has_required_anti_affinity: bool = False
+    # Per-object scratch space for plugins' parsed views of ``raw`` (affinity terms, ports, volumes),
+    # filled lazily by the plugin that needs it; never part of equality.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -494,6 +504,8 @@ def pod_from(raw: Raw) -> Pod:
             n = s.get("resourceClaimName")
             statuses[_str(s, "name")] = n if isinstance(n, str) else None
     prio = spec.get("priority")
+    aff = _map(spec, "affinity")
+    pa, paa = _map(aff, "podAffinity"), _map(aff, "podAntiAffinity")
     group = meta.labels.get(POD_GROUP_LABEL, "")
     if not group:
         sg = _map(spec, "schedulingGroup")
@@ -514,6 +526,8 @@ def pod_from(raw: Raw) -> Pod:
         scheduling_gates=tuple(_str(g, "name") for g in _list(spec, "schedulingGates") if isinstance(g, Mapping)),
         pod_group=group,
         raw=raw,
+        has_pod_affinity=bool(pa or paa),
+        has_required_anti_affinity=bool(_list(paa, "requiredDuringSchedulingIgnoredDuringExecution")),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import yaml
 from scheduler.cache import Cache
 from scheduler.claimcontroller import create_pod_claims
 from scheduler.config import SchedulerConfig, default_config, load_config_text
-from scheduler.memapi import InMemoryAPI
+from scheduler.memapi import CLUSTER_SCOPED, InMemoryAPI
 from scheduler.queue import FakeClock
 from scheduler.scheduler import Scheduler
 
@@ -31,6 +32,17 @@ KINDS = {
     ("v1", "Pod"),
     ("v1", "Namespace"),
     ("v1", "ConfigMap"),
+    ("v1", "PersistentVolume"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "Service"),
+    ("v1", "ReplicationController"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"),
+    ("storage.k8s.io/v1", "StorageClass"),
+    ("storage.k8s.io/v1", "CSINode"),
+    ("storage.k8s.io/v1", "CSIDriver"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("policy/v1", "PodDisruptionBudget"),
     ("resource.k8s.io/v1", "ResourceSlice"),
     ("resource.k8s.io/v1", "DeviceClass"),
     ("resource.k8s.io/v1", "ResourceClaim"),
@@ -42,7 +54,18 @@ KINDS = {
 # Load order: what pods depend on comes first (as an informer-synced scheduler would see it).
 ORDER = [
     "Namespace",
+    "PriorityClass",
+    "StorageClass",
+    "CSIDriver",
     "Node",
+    "CSINode",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+    "PodDisruptionBudget",
     "DeviceClass",
     "ResourceSlice",
     "ResourceClaimTemplate",
@@ -89,7 +112,15 @@ def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
                 if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
                     raise InputError(f"{where}: apiVersion and kind are required")
                 if (obj["apiVersion"], obj["kind"]) not in KINDS:
-                    raise InputError(f"{where}: unsupported object {obj['apiVersion']}/{obj['kind']}")
+                    if obj["kind"] in {k for _, k in KINDS}:
+                        raise InputError(f"{where}: unsupported apiVersion {obj['apiVersion']} for {obj['kind']}")
+                    # Deployments, Jobs, ... do not take part in scheduling: say so and go on.
+                    print(
+                        f"note: {where}: {obj['apiVersion']}/{obj['kind']} "
+                        f"{(obj.get('metadata') or {}).get('name', '')} does not affect scheduling, skipped",
+                        file=sys.stderr,
+                    )
+                    continue
                 if not (obj.get("metadata") or {}).get("name"):
                     raise InputError(f"{where}: metadata.name is required")
                 objs.append(obj)
@@ -133,7 +164,7 @@ async def simulate(
     namespaces = {"default"} | {
         (o.get("metadata") or {}).get("namespace", "default")
         for o in objs
-        if o["kind"] not in ("Node", "ResourceSlice", "DeviceClass", "Namespace")
+        if o["kind"] not in CLUSTER_SCOPED
     }
     declared = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
     for ns in sorted(namespaces - declared):
@@ -176,7 +207,13 @@ async def simulate(
         for p in pending
         if (final[(p["metadata"].get("namespace"), p["metadata"]["name"])].get("spec") or {}).get("nodeName")
     )
-    items = [*api.list("Pod"), *api.list("ResourceClaim"), *api.list("PodGroup")]
+    items = [
+        *api.list("Pod"),
+        *api.list("ResourceClaim"),
+        *api.list("PodGroup"),
+        *api.list("PersistentVolume"),
+        *api.list("PersistentVolumeClaim"),
+    ]
     return SimulationResult(
         items=items,
         summary={

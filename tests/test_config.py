@@ -22,6 +22,7 @@ from scheduler.config import (
     DEFAULT_SCHEDULER_NAME,
     ConfigError,
     PluginRef,
+    default_plugins,
     load_config_file,
     load_config_text,
     parse_config,
@@ -105,8 +106,9 @@ def test_defaults() -> None:
     prof = cfg.profiles[0]
     assert prof.scheduler_name == DEFAULT_SCHEDULER_NAME == "dra-scheduler"
     assert prof.percentage_of_nodes_to_score is None
-    for point, refs in DEFAULT_PLUGINS.items():
+    for point, refs in default_plugins().items():
         assert prof.plugins[point] == refs, point
+        assert set(refs) <= set(DEFAULT_PLUGINS[point])
     assert (
         cfg.pod_initial_backoff_seconds,
         cfg.pod_max_backoff_seconds,

@@ -29,7 +29,16 @@ def no_args(args: Mapping[str, Any], path: str) -> list[str]:
 
 def default_registry() -> dict[str, PluginSpec]:
     # Imported here so that the framework package does not depend on the plugins at import time.
+    from plugins.balancedallocation import SPEC as BALANCED_ALLOCATION
     from plugins.defaultbinder import SPEC as DEFAULT_BINDER
+    from plugins.imagelocality import SPEC as IMAGE_LOCALITY
+    from plugins.interpodaffinity import SPEC as INTER_POD_AFFINITY
+    from plugins.nodeports import SPEC as NODE_PORTS
+    from plugins.nodevolumelimits import SPEC as NODE_VOLUME_LIMITS
+    from plugins.podtopologyspread import SPEC as POD_TOPOLOGY_SPREAD
+    from plugins.volumebinding import SPEC as VOLUME_BINDING
+    from plugins.volumerestrictions import SPEC as VOLUME_RESTRICTIONS
+    from plugins.volumezone import SPEC as VOLUME_ZONE
     from plugins.dra.plugin import SPEC as DYNAMIC_RESOURCES
     from plugins.nodeaffinity import SPEC as NODE_AFFINITY
     from plugins.nodename import SPEC as NODE_NAME
@@ -47,8 +56,17 @@ def default_registry() -> dict[str, PluginSpec]:
         NODE_NAME,
         TAINT_TOLERATION,
         NODE_AFFINITY,
+        NODE_PORTS,
         NODE_RESOURCES_FIT,
+        VOLUME_RESTRICTIONS,
+        NODE_VOLUME_LIMITS,
+        VOLUME_BINDING,
+        VOLUME_ZONE,
+        POD_TOPOLOGY_SPREAD,
+        INTER_POD_AFFINITY,
         DYNAMIC_RESOURCES,
+        BALANCED_ALLOCATION,
+        IMAGE_LOCALITY,
         GPU_TOPOLOGY,
         DEFAULT_BINDER,
     ]

@@ -1,0 +1,20 @@
+"""VolumeRestrictions: placeholder (being implemented; registered with no extension points so it does nothing yet)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from scheduler.framework.registry import PluginSpec
+
+NAME = "VolumeRestrictions"
+
+
+class _Placeholder:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        self.args = dict(args or {})
+
+
+SPEC = PluginSpec(name=NAME, factory=_Placeholder, points=frozenset())

@@ -12,12 +12,18 @@
 #   e2e/cluster.sh stop|start|restart COMPONENT  one of: etcd kube-apiserver kube-controller-manager
 #                                                kwok kube-scheduler (the last is a baseline, not
 #                                                started by `up`)
+#   e2e/cluster.sh kube-scheduler-up   start upstream kube-scheduler (profile "default-scheduler") beside
+#                                      the control plane: user system:kube-scheduler (own token and
+#                                      kubeconfig, the bootstrap RBAC roles), --leader-elect=false, the same
+#                                      feature gates, a free secure port, log in logs/kube-scheduler.log
+#   e2e/cluster.sh kube-scheduler-down stop it
 #
 # Environment:
 #   E2E_RUN_DIR    run dir (default /tmp/dra-scheduler-e2e): kubeconfig, pki, logs/, etcd data
 #   E2E_BIN_DIR    binaries (default ~/.cache/dra-scheduler/bin/<K8S_VERSION>)
 #   E2E_ETCD_PORT E2E_ETCD_PEER_PORT E2E_APISERVER_PORT E2E_KCM_PORT E2E_KWOK_PORT E2E_SCHEDULER_PORT
-#                  ports (defaults 23790 23800 26443 20257 20247 20259); E2E_PORTS=auto picks free ones
+#                  ports (defaults 23790 23800 26443 20257 20247 20259); E2E_PORTS=auto picks free
+#                  ones (all distinct)
 #   E2E_FEATURE_GATES_EXTRA / E2E_RUNTIME_CONFIG_EXTRA   appended to the pinned ones in versions.env
 #   E2E_NO_QPS_LIMITS=1   kube-apiserver without inflight limits / priority-and-fairness (benchmarks)
 #   E2E_LOG_V      klog verbosity of the kube components (default 1)
@@ -63,18 +69,46 @@ finally:
     s.close()
 PY
 }
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+free_ports() {  # free_ports N [EXCLUDED...]: N distinct ports that can be listened on now, none of EXCLUDED.
+  # All sockets are held open until every port is picked, so the kernel cannot hand out one port twice.
+  python3 - "$@" <<'PY'
+import socket, sys
+n, excluded = int(sys.argv[1]), {int(p) for p in sys.argv[2:]}
+held, ports = [], []
+try:
+    while len(ports) < n:
+        s = socket.socket()
+        held.append(s)
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        if p not in excluded and p not in ports:
+            ports.append(p)
+finally:
+    for s in held:
+        s.close()
+print(" ".join(map(str, ports)))
+PY
 }
-choose_ports() {
-  local var def
-  for var in ETCD_PORT:23790 ETCD_PEER_PORT:23800 APISERVER_PORT:26443 KCM_PORT:20257 KWOK_PORT:20247 SCHEDULER_PORT:20259; do
-    def=${var#*:}; var=${var%%:*}
-    local envvar=E2E_$var
-    local val=${!envvar:-}
+PORT_VARS=(ETCD_PORT:23790 ETCD_PEER_PORT:23800 APISERVER_PORT:26443 KCM_PORT:20257 KWOK_PORT:20247 SCHEDULER_PORT:20259)
+choose_ports() {  # every port distinct (E2E_PORTS=auto once gave etcd and kwok the same one)
+  local spec var def envvar val explicit=() auto=() seen=" " i=0
+  for spec in "${PORT_VARS[@]}"; do
+    envvar=E2E_${spec%%:*}
+    [ -z "${!envvar:-}" ] || explicit+=("${!envvar}")
+  done
+  if [ "${E2E_PORTS:-}" = auto ]; then
+    read -r -a auto <<< "$(free_ports ${#PORT_VARS[@]} "${explicit[@]}")"
+    [ ${#auto[@]} -eq ${#PORT_VARS[@]} ] || die "cannot find free ports"
+  fi
+  for spec in "${PORT_VARS[@]}"; do
+    def=${spec#*:}; var=${spec%%:*}; envvar=E2E_$var
+    val=${!envvar:-}
     if [ -z "$val" ]; then
-      if [ "${E2E_PORTS:-}" = auto ]; then val=$(free_port); else val=$def; fi
+      if [ "${E2E_PORTS:-}" = auto ]; then val=${auto[$i]}; else val=$def; fi
     fi
+    i=$((i + 1))
+    case $seen in *" $val "*) die "port $val ($var) is also given to another component; set distinct E2E_*_PORT values" ;; esac
+    seen+="$val "
     port_free "$val" || die "port 127.0.0.1:$val ($var) is in use; stop whatever uses it, set $envvar=<port>, or E2E_PORTS=auto"
     printf -v "$var" '%s' "$val"
   done
@@ -109,8 +143,13 @@ gen_pki() {
 
 write_configs() {
   TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  # static bearer token: user e2e-admin in system:masters (bypasses RBAC)
-  printf '%s,e2e-admin,e2e-admin,"system:masters"\n' "$TOKEN" > "$RUN/tokens.csv"
+  SCHEDULER_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  # static bearer tokens: user e2e-admin in system:masters (bypasses RBAC); user system:kube-scheduler for
+  # the upstream kube-scheduler (bound by the bootstrap roles system:kube-scheduler and
+  # system:volume-scheduler, as on a real control plane)
+  { printf '%s,e2e-admin,e2e-admin,"system:masters"\n' "$TOKEN"
+    printf '%s,system:kube-scheduler,system:kube-scheduler\n' "$SCHEDULER_TOKEN"
+  } > "$RUN/tokens.csv"
   SERVER=https://127.0.0.1:$APISERVER_PORT
   local ca; ca=$(base64 -w0 < "$RUN/pki/ca.crt")
   cat > "$RUN/kubeconfig" <<EOF
@@ -140,17 +179,6 @@ EOF
     for f in "$E2E_DIR"/kwok/stages/*.yaml; do echo "---"; cat "$f"; done
   } > "$RUN/kwok.yaml"
 
-  cat > "$RUN/kube-scheduler.yaml" <<EOF
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: $RUN/kubeconfig
-  qps: 5000
-  burst: 5000
-leaderElection:
-  leaderElect: false
-EOF
-
   cat > "$ENV_FILE" <<EOF
 E2E_RUN_DIR=$RUN
 E2E_BIN_DIR=$E2E_BIN_DIR
@@ -158,6 +186,7 @@ K8S_VERSION=$K8S_VERSION
 KUBECONFIG=$RUN/kubeconfig
 E2E_SERVER=$SERVER
 E2E_TOKEN=$TOKEN
+E2E_SCHEDULER_TOKEN=$SCHEDULER_TOKEN
 E2E_CA_FILE=$RUN/pki/ca.crt
 ETCD_PORT=$ETCD_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT
@@ -173,6 +202,57 @@ load_env() {
   # shellcheck disable=SC1090
   . "$ENV_FILE"
   TOKEN=$E2E_TOKEN SERVER=$E2E_SERVER
+}
+
+# kube-scheduler's kubeconfig and KubeSchedulerConfiguration, (re)written before each start. It runs as
+# system:kube-scheduler; a run dir made before that token existed falls back to the admin token.
+write_kube_scheduler_config() {
+  local user=system:kube-scheduler token=${E2E_SCHEDULER_TOKEN:-}
+  [ -n "$token" ] || { user=e2e-admin; token=$E2E_TOKEN; }
+  local ca; ca=$(base64 -w0 < "$RUN/pki/ca.crt")
+  cat > "$RUN/kube-scheduler.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: dra-scheduler-e2e
+  cluster:
+    server: $E2E_SERVER
+    certificate-authority-data: $ca
+users:
+- name: $user
+  user:
+    token: $token
+contexts:
+- name: kube-scheduler
+  context:
+    cluster: dra-scheduler-e2e
+    user: $user
+current-context: kube-scheduler
+EOF
+  chmod 600 "$RUN/kube-scheduler.kubeconfig"
+  # qps/burst as scheduler_perf (the default 50/100 would make a throughput comparison about client limits)
+  cat > "$RUN/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $RUN/kube-scheduler.kubeconfig
+  qps: 5000
+  burst: 5000
+leaderElection:
+  leaderElect: false
+EOF
+}
+
+# A free secure port for kube-scheduler: the one chosen at `up` if still free, else (unless
+# E2E_SCHEDULER_PORT pins it) a new free one, distinct from the other components'; saved in cluster.env.
+pick_scheduler_port() {
+  port_free "$SCHEDULER_PORT" && return 0
+  [ -z "${E2E_SCHEDULER_PORT:-}" ] || die "port 127.0.0.1:$SCHEDULER_PORT (E2E_SCHEDULER_PORT) is in use"
+  local p; p=$(free_ports 1 "$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$KWOK_PORT")
+  [ -n "$p" ] || die "cannot find a free port for kube-scheduler"
+  log "kube-scheduler port $SCHEDULER_PORT is in use, using $p"
+  SCHEDULER_PORT=$p
+  sed -i "s/^SCHEDULER_PORT=.*/SCHEDULER_PORT=$p/" "$ENV_FILE"
 }
 
 # ---- processes ------------------------------------------------------------------------------------
@@ -229,8 +309,9 @@ cmdline_of() {
       --kube-api-qps=500 --kube-api-burst=1000 \
       --feature-gates="$FEATURE_GATES" --v="$LOG_V" ;;
     kube-scheduler) echo "$E2E_BIN_DIR/kube-scheduler" --config="$RUN/kube-scheduler.yaml" \
-      --authentication-kubeconfig="$RUN/kubeconfig" --authentication-skip-lookup=true \
-      --authorization-kubeconfig="$RUN/kubeconfig" \
+      --leader-elect=false \
+      --authentication-kubeconfig="$RUN/kube-scheduler.kubeconfig" --authentication-skip-lookup=true \
+      --authorization-kubeconfig="$RUN/kube-scheduler.kubeconfig" \
       --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --cert-dir="$RUN/kube-scheduler" \
       --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \
       --feature-gates="$FEATURE_GATES" --v="$LOG_V" ;;
@@ -274,6 +355,7 @@ start_component() {  # start_component NAME [TIMEOUT_SECONDS]
   if pid=$(pid_of "$c"); then
     probe "$c" && { log "$c already running (pid $pid)"; return 0; }
   fi
+  if [ "$c" = kube-scheduler ]; then pick_scheduler_port; write_kube_scheduler_config; fi
   local -a cmd
   read -r -a cmd <<< "$(cmdline_of "$c")"
   [ -x "${cmd[0]}" ] || die "missing binary ${cmd[0]} -- run e2e/build.sh"
@@ -410,9 +492,13 @@ case ${1:-} in
     stop_component kube-apiserver "${3:-}"
     sleep "${2:-0}"
     start_component kube-apiserver ;;
+  kube-scheduler-up)
+    need_cluster; need_binaries; start_component kube-scheduler
+    echo "kube-scheduler (schedulerName default-scheduler) https://127.0.0.1:$SCHEDULER_PORT log $RUN/logs/kube-scheduler.log" ;;
+  kube-scheduler-down) need_cluster; stop_component kube-scheduler ;;
   stop) need_cluster; stop_component "${2:?component}" ;;
   start) need_cluster; need_binaries; start_component "${2:?component}" ;;
   restart) need_cluster; stop_component "${2:?component}"; sleep "${3:-0}"; start_component "${2}" ;;
   -h|--help|help|"") sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
-  *) die "unknown command: $1 (up|down|status|env|restart-apiserver|stop|start|restart)" ;;
+  *) die "unknown command: $1 (up|down|status|env|restart-apiserver|kube-scheduler-up|kube-scheduler-down|stop|start|restart)" ;;
 esac

@@ -19,7 +19,6 @@ from typing import Any
 import structlog
 
 from scheduler.ledger import DeviceLedger, PoolID
-from scheduler.objects import OBJECT_KINDS
 from scheduler.model import (
     CPU,
     MEMORY,
@@ -39,6 +38,7 @@ from scheduler.model import (
     slice_from,
     template_from,
 )
+from scheduler.objects import OBJECT_KINDS
 
 log = structlog.get_logger("dra_scheduler.cache")
 

@@ -61,10 +61,41 @@ def test_cluster_role_is_least_privilege_and_complete() -> None:
         ("", "configmaps", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
+        ("scheduling.k8s.io", "workloads", "watch"),
+        ("scheduling.k8s.io", "compositepodgroups", "watch"),
+        ("scheduling.k8s.io", "priorityclasses", "watch"),
+        # what kube-scheduler's default plugins read (1.37 system:kube-scheduler / system:volume-scheduler)
+        ("", "services", "watch"),
+        ("", "replicationcontrollers", "watch"),
+        ("apps", "replicasets", "watch"),
+        ("apps", "statefulsets", "watch"),
+        ("policy", "poddisruptionbudgets", "watch"),
+        ("storage.k8s.io", "storageclasses", "watch"),
+        ("storage.k8s.io", "csinodes", "watch"),
+        ("storage.k8s.io", "csidrivers", "watch"),
+        # VolumeBinding's PreBind binds PVs and annotates PVCs
+        ("", "persistentvolumes", "update"),
+        ("", "persistentvolumeclaims", "update"),
+        # preemption deletes victims; DRA-backed extended resources: the scheduler creates/deletes the claim
+        ("", "pods", "delete"),
+        ("resource.k8s.io", "resourceclaims", "create"),
     }
     assert needed <= granted, needed - granted
-    # nothing that a scheduler never needs
-    assert not any(r in ("secrets",) or v == "delete" for _, r, v in granted)
+    # nothing that a scheduler never needs; delete only on what kube-scheduler deletes
+    assert not any(r in ("secrets",) for _, r, v in granted)
+    deletable = {(g, r) for g, r, v in granted if v == "delete"}
+    assert deletable <= {("", "pods"), ("resource.k8s.io", "resourceclaims")}, deletable
+    writable_core = {r for g, r, v in granted if g == "" and v in ("create", "update", "patch", "delete")}
+    assert writable_core <= {
+        "pods",
+        "pods/binding",
+        "pods/status",
+        "events",
+        "persistentvolumes",
+        "persistentvolumeclaims",
+    }, writable_core
 
 
 def test_deployment_runs_non_root_read_only_with_probes() -> None:

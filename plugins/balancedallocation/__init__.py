@@ -1,4 +1,4 @@
-"""NodeResourcesBalancedAllocation: placeholder (being implemented; registered with no extension points so it does nothing yet)."""
+"""NodeResourcesBalancedAllocation: placeholder (being implemented; no extension points yet)."""
 
 from __future__ import annotations
 

@@ -31,23 +31,23 @@ def default_registry() -> dict[str, PluginSpec]:
     # Imported here so that the framework package does not depend on the plugins at import time.
     from plugins.balancedallocation import SPEC as BALANCED_ALLOCATION
     from plugins.defaultbinder import SPEC as DEFAULT_BINDER
+    from plugins.dra.plugin import SPEC as DYNAMIC_RESOURCES
     from plugins.imagelocality import SPEC as IMAGE_LOCALITY
     from plugins.interpodaffinity import SPEC as INTER_POD_AFFINITY
-    from plugins.nodeports import SPEC as NODE_PORTS
-    from plugins.nodevolumelimits import SPEC as NODE_VOLUME_LIMITS
-    from plugins.podtopologyspread import SPEC as POD_TOPOLOGY_SPREAD
-    from plugins.volumebinding import SPEC as VOLUME_BINDING
-    from plugins.volumerestrictions import SPEC as VOLUME_RESTRICTIONS
-    from plugins.volumezone import SPEC as VOLUME_ZONE
-    from plugins.dra.plugin import SPEC as DYNAMIC_RESOURCES
     from plugins.nodeaffinity import SPEC as NODE_AFFINITY
     from plugins.nodename import SPEC as NODE_NAME
+    from plugins.nodeports import SPEC as NODE_PORTS
     from plugins.noderesources import SPEC as NODE_RESOURCES_FIT
     from plugins.nodeunschedulable import SPEC as NODE_UNSCHEDULABLE
+    from plugins.nodevolumelimits import SPEC as NODE_VOLUME_LIMITS
+    from plugins.podtopologyspread import SPEC as POD_TOPOLOGY_SPREAD
     from plugins.queuesort import SPEC as PRIORITY_SORT
     from plugins.schedulinggates import SPEC as SCHEDULING_GATES
     from plugins.tainttoleration import SPEC as TAINT_TOLERATION
     from plugins.topology import SPEC as GPU_TOPOLOGY
+    from plugins.volumebinding import SPEC as VOLUME_BINDING
+    from plugins.volumerestrictions import SPEC as VOLUME_RESTRICTIONS
+    from plugins.volumezone import SPEC as VOLUME_ZONE
 
     specs = [
         PRIORITY_SORT,

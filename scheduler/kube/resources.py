@@ -51,10 +51,32 @@ RESOURCE_CLAIM = Resource("ResourceClaim", "resource.k8s.io", "v1", "resourcecla
 RESOURCE_CLAIM_TEMPLATE = Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True)
 RESOURCE_SLICE = Resource("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False)
 DEVICE_CLASS = Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
+
+# What kube-scheduler's default plugins read besides the above (volumes, priorities, disruption budgets
+# for preemption, owners for the default spreading), all GA and always served.
+PERSISTENT_VOLUME = Resource("PersistentVolume", "", "v1", "persistentvolumes", False)
+PERSISTENT_VOLUME_CLAIM = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True)
+SERVICE = Resource("Service", "", "v1", "services", True)
+REPLICATION_CONTROLLER = Resource("ReplicationController", "", "v1", "replicationcontrollers", True)
+STORAGE_CLASS = Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses", False)
+CSI_NODE = Resource("CSINode", "storage.k8s.io", "v1", "csinodes", False)
+CSI_DRIVER = Resource("CSIDriver", "storage.k8s.io", "v1", "csidrivers", False)
+PRIORITY_CLASS = Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+POD_DISRUPTION_BUDGET = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True)
+REPLICA_SET = Resource("ReplicaSet", "apps", "v1", "replicasets", True)
+STATEFUL_SET = Resource("StatefulSet", "apps", "v1", "statefulsets", True)
+
 PODGROUP_X = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
+# Kubernetes 1.37 serves the upstream PodGroup and Workload as scheduling.k8s.io/v1beta1 (gate
+# GenericWorkload, beta but off by default, and --runtime-config=scheduling.k8s.io/v1beta1=true).
 PODGROUP_UPSTREAM = Resource("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True)
-# Kubernetes 1.36 serves the upstream PodGroup as scheduling.k8s.io/v1alpha2 (gate GenericWorkload).
+# Kubernetes 1.36 served the same shape as v1alpha2 (gone in 1.37). Kept as an alternative for 1.36
+# clusters: discovery of an unserved group version is a 404, i.e. "not served", never an error.
 PODGROUP_UPSTREAM_ALPHA = Resource("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups", True)
+WORKLOAD = Resource("Workload", "scheduling.k8s.io", "v1beta1", "workloads", True)
+# gate CompositePodGroup (alpha in 1.37, needs GenericWorkload and TopologyAwareWorkloadScheduling) and
+# --runtime-config=scheduling.k8s.io/v1alpha3=true
+COMPOSITE_POD_GROUP = Resource("CompositePodGroup", "scheduling.k8s.io", "v1alpha3", "compositepodgroups", True)
 
 # kind -> the resource used when nothing else (an object's apiVersion) says which
 BY_KIND: dict[str, Resource] = {
@@ -70,11 +92,28 @@ BY_KIND: dict[str, Resource] = {
         RESOURCE_CLAIM_TEMPLATE,
         RESOURCE_SLICE,
         DEVICE_CLASS,
+        PERSISTENT_VOLUME,
+        PERSISTENT_VOLUME_CLAIM,
+        SERVICE,
+        REPLICATION_CONTROLLER,
+        STORAGE_CLASS,
+        CSI_NODE,
+        CSI_DRIVER,
+        PRIORITY_CLASS,
+        POD_DISRUPTION_BUDGET,
+        REPLICA_SET,
+        STATEFUL_SET,
         PODGROUP_X,
+        WORKLOAD,
+        COMPOSITE_POD_GROUP,
     )
 }
 ALTERNATIVES: dict[str, tuple[Resource, ...]] = {"PodGroup": (PODGROUP_X, PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA)}
 OPTIONAL = (PODGROUP_X, PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA)  # served only where a CRD / a feature gate says so
+# Also served only with a feature gate and runtime-config (see above). Not in OPTIONAL, which
+# LiveAPI.discover() and run.py treat as "the PodGroup APIs"; check them with LiveAPI.serves() before
+# watching them.
+GATED = (WORKLOAD, COMPOSITE_POD_GROUP)
 
 
 def resource_for(kind: str, api_version: str = "") -> Resource:

@@ -45,6 +45,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
     "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources")),
     "queueSort": (PluginRef("PrioritySort"),),
     "preFilter": (
+        PluginRef("UnsupportedFields"),  # ours: a field we do not implement rejects the pod, naming it
         PluginRef("NodeAffinity"),
         PluginRef("NodePorts"),
         PluginRef("NodeResourcesFit"),

@@ -61,10 +61,7 @@ class LabelSelector:
     def matches(self, labels: Mapping[str, str]) -> bool:
         if self.match_nothing:
             return False
-        for r in self.requirements:
-            if not r.matches(labels):
-                return False
-        return True
+        return all(r.matches(labels) for r in self.requirements)
 
     def with_requirements(self, extra: tuple[Requirement, ...]) -> LabelSelector:
         if self.match_nothing or not extra:

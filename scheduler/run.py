@@ -53,6 +53,8 @@ from scheduler.scheduler import Scheduler
 
 log = structlog.get_logger("dra_scheduler.run")
 
+# a pod kept out of the queue by PreEnqueue this long gets PodScheduled=False saying why
+GATED_CONDITION_AFTER = 5.0
 # kube-scheduler's pod informer: finished pods hold no resources and are not scheduled
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 ALWAYS = (NODE, POD, NAMESPACE, RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE)
@@ -304,6 +306,8 @@ class SchedulerApp:
                 last_flush = now
                 q.flush()
                 self._refresh_gauges()
+                if self.sched is not None:
+                    await self.sched.write_gated_conditions(GATED_CONDITION_AFTER)
             if info is None or self._stopping:
                 continue
             await self._attempt(info)

@@ -96,7 +96,8 @@ class Scheduler:
         )
         self._next_start = 0
         self._binding_tasks: set[asyncio.Task[bool]] = set()
-        self._pending_writes: list[tuple[Pod, str, str]] = []
+        self._pending_writes: list[tuple[Pod, str, str, bool]] = []  # pod, reason, message, with Event
+        self._gated_messages: dict[str, tuple[str, str, float, bool]] = {}  # reason, message, since, written
         from scheduler.gang import GangScheduler
 
         self.gang = GangScheduler(self)
@@ -112,7 +113,39 @@ class Scheduler:
         fw = self.profiles.get(pod.scheduler_name)
         if fw is None:
             return Status.unresolvable(f"no profile for scheduler {pod.scheduler_name}")
-        return fw.run_pre_enqueue(self.cache.view(), pod)
+        st = fw.run_pre_enqueue(self.cache.view(), pod)
+        if not st.is_success:
+            self._gated_condition(pod, st)
+        else:
+            self._gated_messages.pop(pod.key, None)
+        return st
+
+    def _gated_condition(self, pod: Pod, st: Status) -> None:
+        """Remember why PreEnqueue keeps ``pod`` out of the queue; ``write_gated_conditions`` reports it."""
+        if st.plugin == "SchedulingGates":
+            reason, message = "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"
+        else:
+            reason, message = "Unschedulable", st.message or f"waiting for {st.plugin or 'a PreEnqueue plugin'}"
+        old = self._gated_messages.get(pod.key)
+        if old is not None and old[:2] == (reason, message):
+            return
+        self._gated_messages[pod.key] = (reason, message, self.clock.now(), False)
+
+    async def write_gated_conditions(self, min_age: float) -> None:
+        """A pod kept out of the queue by PreEnqueue for at least ``min_age`` seconds says why in
+        PodScheduled=False: ``SchedulingGated`` for scheduling gates (what the API server writes at creation,
+        KEP-3521), ``Unschedulable`` with the plugin's message otherwise (e.g. a ResourceClaim that does not
+        exist). Pods gated only for a moment (a template claim kube-controller-manager is creating) get no
+        write. Once per change of message; no FailedScheduling Event (the pod was not attempted)."""
+        now = self.clock.now()
+        for key, (reason, message, since, written) in list(self._gated_messages.items()):
+            if written or now - since < min_age:
+                continue
+            pod = self.cache.pod(key)
+            self._gated_messages[key] = (reason, message, since, True)
+            if pod is None or pod.node_name or self.queue.pool(key) != "gated":
+                continue
+            await self.write_failure(pod, reason, message, event=False)
 
     def _on_cache_event(self, kind: str, event: str, old: Any, new: Any) -> None:
         action = _ACTIONS.get(event, "Update")
@@ -121,6 +154,7 @@ class Scheduler:
             if event == "DELETED":
                 assert isinstance(old, Pod)
                 q.delete(old.key)
+                self._gated_messages.pop(old.key, None)
                 if old.node_name:
                     q.on_event("Pod", "Delete")
                 return
@@ -209,6 +243,7 @@ class Scheduler:
         if isinstance(statuses, Status):  # an Error status aborted the cycle
             return None, statuses, {statuses.plugin}
         if not feasible:
+            statuses = fw.own_rejections(state, pod, statuses, snap.node_map)
             fw.run_post_filter(state, pod, statuses)
             msg = fit_error(len(snap.nodes), statuses)
             code = (
@@ -273,9 +308,9 @@ class Scheduler:
         else:
             self.queue.add_unschedulable(info, rejectors, cycle)
         self.queue.done(pod.key)
-        self._pending_writes.append((pod, reason, message))
+        self._pending_writes.append((pod, reason, message, True))
 
-    async def write_failure(self, pod: Pod, reason: str, message: str) -> None:
+    async def write_failure(self, pod: Pod, reason: str, message: str, event: bool = True) -> None:
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
         conds = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
         old = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") == "PodScheduled"]
@@ -293,7 +328,8 @@ class Scheduler:
                 )
             except ApiError as e:
                 log.warning("could not update pod condition", pod=pod.key, error=str(e))
-        await self.api.event(dict(pod.raw), "Warning", "FailedScheduling", message, "Scheduling")
+        if event:
+            await self.api.event(dict(pod.raw), "Warning", "FailedScheduling", message, "Scheduling")
 
     # --- the binding cycle -------------------------------------------------------------------------------
 
@@ -330,8 +366,8 @@ class Scheduler:
     async def flush_writes(self) -> None:
         """Write the PodScheduled=False conditions and FailedScheduling events queued by ``fail``."""
         writes, self._pending_writes = self._pending_writes, []
-        for pod, reason, message in writes:
-            await self.write_failure(pod, reason, message)
+        for pod, reason, message, event in writes:
+            await self.write_failure(pod, reason, message, event=event)
 
     async def run_once(self, info: QueuedPodInfo) -> Outcome:
         """One pod: scheduling cycle, then its binding cycle (awaited inline or as a task).

@@ -199,6 +199,8 @@ async def simulate(
             q.delete(key)
             continue
         await sched.run_once(info)
+    await sched.flush_writes()
+    await sched.write_gated_conditions(0.0)
     await _write_podgroup_status(api, sched)
     scheduled_at = time.perf_counter()
     final = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in api.stored("Pod")}

@@ -106,7 +106,7 @@ def test_defaults() -> None:
     prof = cfg.profiles[0]
     assert prof.scheduler_name == DEFAULT_SCHEDULER_NAME == "dra-scheduler"
     assert prof.percentage_of_nodes_to_score is None
-    for point, refs in default_plugins().items():
+    for point, refs in default_plugins(REGISTRY).items():
         assert prof.plugins[point] == refs, point
         assert set(refs) <= set(DEFAULT_PLUGINS[point])
     assert (

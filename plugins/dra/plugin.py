@@ -106,6 +106,21 @@ def pod_claims(snapshot: Snapshot, pod: Pod) -> list[ResourceClaim]:
     return out
 
 
+def _claim_ref(i: int) -> str:
+    """A placeholder for the i-th claim's key in a cached reason: the per-node result cache is shared by
+    pods with equal claim specs, whose claims have other names (see ``_render``)."""
+    return f"\x00{i}\x00"
+
+
+def _render(reason: str, data: _CycleData) -> str:
+    if "\x00" not in reason:
+        return reason
+    parts = reason.split("\x00")
+    for j in range(1, len(parts), 2):
+        parts[j] = data.inputs[int(parts[j])].key
+    return "".join(parts)
+
+
 @dataclass(slots=True)
 class _CycleData:
     claims: list[ResourceClaim]
@@ -279,7 +294,7 @@ class DynamicResources:
             # never cached; the pod goes to backoff and the message reaches its condition.
             return Status.error(str(e))
         if result is None:
-            return Status.unresolvable(reason)
+            return Status.unresolvable(_render(reason, data))
         return Status.ok()
 
     def _result_for(self, state: CycleState, data: _CycleData, node: NodeInfo) -> _Cached:
@@ -321,7 +336,7 @@ class DynamicResources:
         """Name the first request that cannot be met on this node on its own, and why."""
         assert data.allocator is not None
         probe = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
-        for inp in data.inputs:
+        for i, inp in enumerate(data.inputs):
             for req in inp.spec.requests:
                 specs = [req.exactly] if req.exactly is not None else list(req.first_available)
                 best = ""
@@ -339,7 +354,7 @@ class DynamicResources:
                     else:
                         why = f"{matching} match(es), {free} free"
                     best = (
-                        best or f"claim {inp.key}, request {s.name}: needs {what} of class {s.device_class_name}: {why}"
+                        best or f"claim {_claim_ref(i)}, request {s.name}: needs {what} of class {s.device_class_name}: {why}"
                     )
                 if best:
                     return best

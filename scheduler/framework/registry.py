@@ -32,6 +32,7 @@ def default_registry() -> dict[str, PluginSpec]:
     from plugins.balancedallocation import SPEC as BALANCED_ALLOCATION
     from plugins.defaultbinder import SPEC as DEFAULT_BINDER
     from plugins.dra.plugin import SPEC as DYNAMIC_RESOURCES
+    from plugins.fieldguard import SPEC as UNSUPPORTED_FIELDS
     from plugins.imagelocality import SPEC as IMAGE_LOCALITY
     from plugins.interpodaffinity import SPEC as INTER_POD_AFFINITY
     from plugins.nodeaffinity import SPEC as NODE_AFFINITY
@@ -52,6 +53,7 @@ def default_registry() -> dict[str, PluginSpec]:
     specs = [
         PRIORITY_SORT,
         SCHEDULING_GATES,
+        UNSUPPORTED_FIELDS,
         NODE_UNSCHEDULABLE,
         NODE_NAME,
         TAINT_TOLERATION,

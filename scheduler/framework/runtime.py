@@ -54,6 +54,7 @@ class Metrics(Protocol):
 
 
 _MISSING: Any = object()
+REUSED_REJECTIONS = "framework/reused-rejections"
 
 
 class NullMetrics:
@@ -129,9 +130,10 @@ class Framework:
         signers = [*self.filter, *(ws.plugin for ws in self.scorers)]
         self._signable = all(isinstance(p, SignPlugin) for p in signers)
         self._signers: list[SignPlugin] = list(dict.fromkeys(p for p in signers if isinstance(p, SignPlugin)))
+        self._scorer_names = frozenset(ws.plugin.name for ws in self.scorers)
         self._tokeners: list[NodeTokenPlugin] = [p for p in self._signers if isinstance(p, NodeTokenPlugin)]
         # (signature, node name) -> (NodeInfo, token, status) and (signature, node, plugin) -> (NodeInfo, token, score)
-        self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status]] = {}
+        self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status, str]] = {}
         self._score_memo: dict[tuple[Hashable, str, str], tuple[NodeInfo, Hashable, int]] = {}
         self._sig_ids: dict[Hashable, int] = {}
         self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
@@ -188,7 +190,9 @@ class Framework:
             return None
         parts: list[Hashable] = []
         for p in self._signers:
-            if p.name in state.skip_filter:
+            # A plugin skipped at PreFilter has no Filter to reuse, but if it also scores (e.g. soft topology
+            # spread constraints only) its Score still depends on the pod: it must still sign.
+            if p.name in state.skip_filter and p.name not in self._scorer_names:
                 parts.append(None)
                 continue
             s = p.sign(state, pod)
@@ -233,14 +237,45 @@ class Framework:
         hit = self._filter_memo.get(key)
         if hit is not None and hit[0] is node and hit[1] == token:
             self.memo_stats["filter_hits"] += 1
+            if hit[3] != pod.key and not hit[2].is_success:
+                # Another pod's rejection: same verdict, but its message may name that pod's objects.
+                reused: set[str] | None = state.read(REUSED_REJECTIONS)
+                if reused is None:
+                    reused = set()
+                    state.write(REUSED_REJECTIONS, reused)
+                reused.add(node.name)
             return hit[2]
         self.memo_stats["filter_misses"] += 1
         st = self.run_filter(state, pod, node)
         if st.code != Code.ERROR:
             if len(self._filter_memo) > 500_000:
                 self._filter_memo.clear()
-            self._filter_memo[key] = (node, token, st)
+            self._filter_memo[key] = (node, token, st, pod.key)
         return st
+
+    def own_rejections(
+        self, state: CycleState, pod: Pod, statuses: dict[str, Status], nodes: Mapping[str, NodeInfo]
+    ) -> dict[str, Status]:
+        """Statuses reused from another pod with the same signature carry that pod's message (e.g. its
+        generated claim's name). Before they are reported, re-run the filters for ``pod`` on one node per
+        distinct reused status and use that pod's own status for every node that shared it."""
+        reused: set[str] | None = state.read(REUSED_REJECTIONS)
+        if not reused:
+            return statuses
+        fresh: dict[int, Status] = {}
+        out = dict(statuses)
+        for name in sorted(reused):
+            old = statuses.get(name)
+            node = nodes.get(name)
+            if old is None or node is None:
+                continue
+            st = fresh.get(id(old))
+            if st is None:
+                st = fresh[id(old)] = self.run_filter(state, pod, node)
+            if not st.is_success:
+                out[name] = st
+        state.delete(REUSED_REJECTIONS)
+        return out
 
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         skip = state.skip_filter

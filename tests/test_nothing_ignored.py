@@ -1,0 +1,152 @@
+"""Nothing silently ignored (issue #9 item 3, ARCHITECTURE §1 "A pod field the scheduler cannot honour makes
+the pod Unschedulable with a message naming the field").
+
+* a pod spec field outside k8s.io/api v0.37.2 core/v1.PodSpec, or a v1beta1 PodGroup field whose semantics
+  are not implemented, rejects the pod (UnschedulableAndUnresolvable) with the field's path in the message;
+* the per-node filter result reused between pods with equal signatures (upstream's opportunistic batching)
+  must not put another pod's objects (its generated claim's name) into a pod's Unschedulable message;
+* every pod left pending carries PodScheduled=False with a reason and a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from scheduler.fleet import scale_fleet
+from scheduler.simulate import simulate
+
+Obj = dict[str, Any]
+
+
+def _node(name: str, **labels: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+    }
+
+
+def _pod(name: str, spec: Obj | None = None, labels: Obj | None = None, ns: str = "default") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+        "spec": {"schedulerName": "dra-scheduler", "containers": [{"name": "c", "image": "busybox"}], **(spec or {})},
+    }
+
+
+def _run(objs: list[Obj]) -> dict[str, Obj]:
+    res = asyncio.run(simulate(objs))
+    return {o["metadata"]["name"]: o for o in res.items if o["kind"] == "Pod"}
+
+
+def _condition(pod: Obj) -> Obj | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+def test_unknown_pod_spec_field_is_named_and_pod_not_placed() -> None:
+    pods = _run([_node("n1"), _pod("future", {"fancyPlacement": {"mode": "strict"}}), _pod("plain")])
+    assert not pods["future"]["spec"].get("nodeName")
+    cond = _condition(pods["future"])
+    assert cond is not None and cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert "spec.fancyPlacement" in cond["message"]
+    assert pods["plain"]["spec"]["nodeName"] == "n1"  # the guard rejects only what it must
+
+
+def test_unknown_affinity_kind_is_named() -> None:
+    pods = _run([_node("n1"), _pod("p", {"affinity": {"gpuAffinity": {}}})])
+    cond = _condition(pods["p"])
+    assert cond is not None and "spec.affinity.gpuAffinity" in cond["message"]
+
+
+def test_every_known_field_is_accepted() -> None:
+    """Fields that do not influence placement are accepted (a guard that rejects them would be wrong too)."""
+    spec = {
+        "restartPolicy": "Always",
+        "dnsPolicy": "ClusterFirst",
+        "securityContext": {"runAsNonRoot": True},
+        "enableServiceLinks": False,
+        "hostname": "h",
+        "readinessGates": [],
+        "os": {"name": "linux"},
+        "terminationGracePeriodSeconds": 5,
+        "evictionResponders": [],
+    }
+    pods = _run([_node("n1"), _pod("p", spec)])
+    assert pods["p"]["spec"]["nodeName"] == "n1"
+
+
+def _v1beta1_group(name: str, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, **spec},
+    }
+
+
+def test_unimplemented_podgroup_field_is_named_for_every_member() -> None:
+    group = _v1beta1_group("g", schedulingConstraints={"topology": [{"key": "topology.kubernetes.io/rack"}]})
+    members = [_pod(f"m{i}", {"schedulingGroup": {"podGroupName": "g"}}) for i in range(2)]
+    pods = _run([_node("n1", **{"topology.kubernetes.io/rack": "r1"}), _node("n2"), group, *members])
+    for name in ("m0", "m1"):
+        assert not pods[name]["spec"].get("nodeName"), name
+        cond = _condition(pods[name])
+        assert cond is not None and cond["status"] == "False", name
+        assert "spec.schedulingConstraints" in cond["message"], cond
+
+
+def test_reused_filter_status_names_the_pods_own_claim() -> None:
+    """Two equal template-claim pods that do not fit: the second reuses the first's per-node rejections,
+    but its message must name its own generated claim, never the first pod's."""
+    objs: list[Obj] = scale_fleet(2, 8)
+    objs.append(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "sixteen", "namespace": "default"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 16}}]
+                    }
+                }
+            },
+        }
+    )
+    for name in ("big-a", "big-b"):
+        objs.append(_pod(name, {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "sixteen"}]}))
+    res = asyncio.run(simulate(objs))
+    pods = {o["metadata"]["name"]: o for o in res.items if o["kind"] == "Pod"}
+    for name, other in (("big-a", "big-b"), ("big-b", "big-a")):
+        cond = _condition(pods[name])
+        assert cond is not None and cond["reason"] == "Unschedulable", name
+        own = pods[name]["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        theirs = pods[other]["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        assert own in cond["message"], cond["message"]
+        assert theirs not in cond["message"], cond["message"]
+
+
+def test_every_pending_pod_has_a_podscheduled_condition() -> None:
+    objs = [
+        _node("n1"),
+        _pod("fits"),
+        _pod("too-big", {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100"}}}]}),
+        _pod("selector", {"nodeSelector": {"nowhere": "true"}}),
+        _pod("future", {"fancyPlacement": {}}),
+        _pod("missing-claim", {"resourceClaims": [{"name": "c", "resourceClaimName": "does-not-exist"}]}),
+    ]
+    pods = _run(objs)
+    assert pods["fits"]["spec"]["nodeName"] == "n1"
+    for name, pod in pods.items():
+        if pod["spec"].get("nodeName"):
+            continue
+        cond = _condition(pod)
+        assert cond is not None, f"{name} pending without PodScheduled condition"
+        assert cond["status"] == "False" and cond["reason"] in ("Unschedulable", "SchedulerError"), name
+        assert cond["message"], name

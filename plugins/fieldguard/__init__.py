@@ -31,13 +31,7 @@ NAME = "UnsupportedFields"
 
 # k8s.io/api v0.37.2 core/v1 PodSpec JSON fields (types.go, `type PodSpec struct`).
 POD_SPEC_FIELDS = frozenset(
-    """volumes initContainers containers ephemeralContainers restartPolicy terminationGracePeriodSeconds
-    activeDeadlineSeconds dnsPolicy nodeSelector serviceAccountName serviceAccount automountServiceAccountToken
-    nodeName hostNetwork hostPID hostIPC shareProcessNamespace securityContext imagePullSecrets hostname
-    subdomain affinity schedulerName tolerations hostAliases priorityClassName priority dnsConfig readinessGates
-    runtimeClassName enableServiceLinks preemptionPolicy overhead topologySpreadConstraints setHostnameAsFQDN os
-    hostUsers schedulingGates resourceClaims resources hostnameOverride schedulingGroup
-    evictionResponders""".split()
+    ["volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName", "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "imagePullSecrets", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName", "priority", "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead", "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates", "resourceClaims", "resources", "hostnameOverride", "schedulingGroup", "evictionResponders"]
 )
 AFFINITY_FIELDS = frozenset(("nodeAffinity", "podAffinity", "podAntiAffinity"))
 
@@ -84,7 +78,10 @@ def _pod_fields(pod: Pod) -> str:
     if isinstance(aff, Mapping):
         for k in aff:
             if k not in AFFINITY_FIELDS:
-                return f"spec.affinity.{k} is not known to dra-scheduler; refusing to schedule the pod rather than ignore it"
+                return (
+                    f"spec.affinity.{k} is not known to dra-scheduler; refusing to schedule the pod rather than "
+                    "ignore it"
+                )
     return ""
 
 

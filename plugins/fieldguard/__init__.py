@@ -31,7 +31,17 @@ NAME = "UnsupportedFields"
 
 # k8s.io/api v0.37.2 core/v1 PodSpec JSON fields (types.go, `type PodSpec struct`).
 POD_SPEC_FIELDS = frozenset(
-    ["volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName", "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "imagePullSecrets", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName", "priority", "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead", "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates", "resourceClaims", "resources", "hostnameOverride", "schedulingGroup", "evictionResponders"]
+    (
+        "volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy",
+        "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector",
+        "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName", "hostNetwork",
+        "hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "imagePullSecrets", "hostname",
+        "subdomain", "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName",
+        "priority", "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks",
+        "preemptionPolicy", "overhead", "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers",
+        "schedulingGates", "resourceClaims", "resources", "hostnameOverride", "schedulingGroup",
+        "evictionResponders",
+    )
 )
 AFFINITY_FIELDS = frozenset(("nodeAffinity", "podAffinity", "podAntiAffinity"))
 

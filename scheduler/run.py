@@ -31,6 +31,7 @@ from scheduler.cache import Cache
 from scheduler.config import ConfigError, SchedulerConfig, default_config
 from scheduler.framework.interface import Code, QueuedPodInfo
 from scheduler.health import HealthServer
+from scheduler.kube import resources as _r
 from scheduler.kube.client import DEFAULT_BURST, DEFAULT_QPS, KubeConnection, LiveAPI
 from scheduler.kube.configwatch import ConfigWatcher
 from scheduler.kube.informer import Informer, InformerSet, cache_lookup
@@ -57,7 +58,27 @@ log = structlog.get_logger("dra_scheduler.run")
 GATED_CONDITION_AFTER = 5.0
 # kube-scheduler's pod informer: finished pods hold no resources and are not scheduled
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-ALWAYS = (NODE, POD, NAMESPACE, RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE)
+ALWAYS = (
+    NODE,
+    POD,
+    NAMESPACE,
+    RESOURCE_SLICE,
+    DEVICE_CLASS,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    # the default profile's other inputs (volumes, spread defaults, priorities, disruption budgets)
+    _r.PERSISTENT_VOLUME,
+    _r.PERSISTENT_VOLUME_CLAIM,
+    _r.STORAGE_CLASS,
+    _r.CSI_NODE,
+    _r.CSI_DRIVER,
+    _r.SERVICE,
+    _r.REPLICATION_CONTROLLER,
+    _r.REPLICA_SET,
+    _r.STATEFUL_SET,
+    _r.PRIORITY_CLASS,
+    _r.POD_DISRUPTION_BUDGET,
+)
 
 
 @dataclass

@@ -45,6 +45,17 @@ KINDS: dict[ResId, tuple[str, bool]] = {  # -> (kind, namespaced)
     ("resource.k8s.io", "v1", "deviceclasses"): ("DeviceClass", False),
     ("scheduling.x-k8s.io", "v1alpha1", "podgroups"): ("PodGroup", True),
     ("scheduling.k8s.io", "v1beta1", "podgroups"): ("PodGroup", True),
+    ("", "v1", "persistentvolumes"): ("PersistentVolume", False),
+    ("", "v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True),
+    ("", "v1", "services"): ("Service", True),
+    ("", "v1", "replicationcontrollers"): ("ReplicationController", True),
+    ("apps", "v1", "replicasets"): ("ReplicaSet", True),
+    ("apps", "v1", "statefulsets"): ("StatefulSet", True),
+    ("storage.k8s.io", "v1", "storageclasses"): ("StorageClass", False),
+    ("storage.k8s.io", "v1", "csinodes"): ("CSINode", False),
+    ("storage.k8s.io", "v1", "csidrivers"): ("CSIDriver", False),
+    ("scheduling.k8s.io", "v1", "priorityclasses"): ("PriorityClass", False),
+    ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True),
 }
 BY_KIND: dict[str, ResId] = {}
 for _rid, (_kind, _ns) in KINDS.items():

@@ -136,6 +136,53 @@ class SimulationResult:
     timing: dict[str, float] = field(default_factory=dict)
 
 
+# The built-in PriorityClasses the API server creates (pkg/apis/scheduling/types.go SystemPriorityClasses).
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+
+
+def admit_priorities(objs: Sequence[dict[str, Any]]) -> None:
+    """What the Priority admission plugin does at pod creation (plugin/pkg/admission/priority): a pod without
+    ``spec.priority`` gets the value of its ``priorityClassName`` (or of the ``globalDefault`` PriorityClass,
+    whose name it also gets, or 0), and the class's ``preemptionPolicy`` (default PreemptLowerPriority). A
+    pod naming a class that does not exist is refused, as the API server refuses it."""
+    classes: dict[str, tuple[int, str]] = {n: (v, "PreemptLowerPriority") for n, v in SYSTEM_PRIORITY_CLASSES.items()}
+    default: str | None = None
+    for o in objs:
+        if o["kind"] == "PriorityClass":
+            name = o["metadata"]["name"]
+            value = o.get("value")
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InputError(f"PriorityClass {name}: value: required integer")
+            classes[name] = (value, str(o.get("preemptionPolicy") or "PreemptLowerPriority"))
+            if o.get("globalDefault"):
+                default = name
+    for o in objs:
+        if o["kind"] != "Pod":
+            continue
+        spec = o.setdefault("spec", {})
+        if spec.get("nodeName"):
+            continue
+        name = spec.get("priorityClassName") or default
+        if not name:
+            spec.setdefault("priority", 0)
+            continue
+        if name not in classes:
+            raise InputError(
+                f"Pod {o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}: "
+                f'spec.priorityClassName: no PriorityClass with name {name} was found'
+            )
+        value, policy = classes[name]
+        if "priority" in spec and spec["priority"] != value:
+            raise InputError(
+                f"Pod {o['metadata']['name']}: spec.priority: the integer value of priority ({spec['priority']}) "
+                f"must not be provided in pod spec; priority admission controller computed {value} from the "
+                "given PriorityClass name"
+            )
+        spec["priorityClassName"] = name
+        spec["priority"] = value
+        spec.setdefault("preemptionPolicy", policy)
+
+
 def _config_from(objs: Iterable[Mapping[str, Any]]) -> SchedulerConfig | None:
     for o in objs:
         if o.get("kind") == "ConfigMap" and CONFIG_KEY in (o.get("data") or {}):
@@ -169,6 +216,7 @@ async def simulate(
     declared = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
     for ns in sorted(namespaces - declared):
         api.load("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    admit_priorities(objs)
     for kind in ORDER:
         for o in objs:
             if o["kind"] == kind:

@@ -150,3 +150,49 @@ def test_every_pending_pod_has_a_podscheduled_condition() -> None:
         assert cond is not None, f"{name} pending without PodScheduled condition"
         assert cond["status"] == "False" and cond["reason"] in ("Unschedulable", "SchedulerError"), name
         assert cond["message"], name
+
+
+# --- admission in simulate: PriorityClass -> spec.priority (ARCHITECTURE §3.2) ---------------------------------
+
+
+def _pc(name: str, value: int, **extra: Any) -> Obj:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, **extra}
+
+
+def test_priority_class_resolved_as_admission_does() -> None:
+    """plugin/pkg/admission/priority: the class's value and preemptionPolicy; globalDefault for pods
+    without a class; the built-in system classes; an unknown class is refused like the API server does."""
+    import pytest
+
+    from scheduler.simulate import InputError, admit_priorities
+
+    objs = [
+        _pc("high", 1000, preemptionPolicy="Never"),
+        _pc("default-prio", 7, globalDefault=True),
+        _pod("a", {"priorityClassName": "high"}),
+        _pod("b"),
+        _pod("c", {"priorityClassName": "system-node-critical"}),
+    ]
+    admit_priorities(objs)
+    specs = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "Pod"}
+    assert (specs["a"]["priority"], specs["a"]["preemptionPolicy"]) == (1000, "Never")
+    assert (specs["b"]["priority"], specs["b"]["priorityClassName"]) == (7, "default-prio")
+    assert specs["c"]["priority"] == 2_000_001_000
+    with pytest.raises(InputError, match="no PriorityClass with name missing"):
+        admit_priorities([_pod("d", {"priorityClassName": "missing"})])
+    with pytest.raises(InputError, match="must not be provided"):
+        admit_priorities([_pc("high", 1000), _pod("e", {"priorityClassName": "high", "priority": 5})])
+
+
+def test_higher_priority_pod_is_scheduled_first() -> None:
+    """PrioritySort: with room for one pod, the pod of the higher PriorityClass gets it."""
+    big = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "6"}}}]}
+    pods = _run([
+        _node("n1"),
+        _pc("high", 1000),
+        _pod("low", dict(big)),
+        _pod("high", {**big, "priorityClassName": "high"}),
+    ])
+    assert pods["high"]["spec"].get("nodeName") == "n1"
+    assert not pods["low"]["spec"].get("nodeName")

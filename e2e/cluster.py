@@ -10,6 +10,11 @@ Standard library only, for pytest fixtures::
         yield info
         cluster.stop()
 
+Upstream kube-scheduler (same version and feature gates) can run beside it, for side-by-side runs::
+
+    with cluster.kube_scheduler(info.run_dir) as ks:   # pods with schedulerName "default-scheduler"
+        ...                                            # ks.log_file, ks.url (/readyz, /metrics)
+
 Nothing here skips: if the binaries cannot be built or the control plane cannot start, a
 ``ClusterError`` carrying the tail of the relevant log is raised.
 """
@@ -160,6 +165,53 @@ def info(run_dir: str | os.PathLike[str] | None = None) -> ClusterInfo:
     )
 
 
+@dataclass(frozen=True)
+class KubeScheduler:
+    """Upstream kube-scheduler running beside the control plane (``e2e/cluster.sh kube-scheduler-up``).
+
+    It runs as user ``system:kube-scheduler`` (RBAC of the bootstrap roles), without leader election, with
+    the feature gates of versions.env, and schedules pods whose ``spec.schedulerName`` is
+    ``default-scheduler`` (or unset).
+    """
+
+    url: str  # https://127.0.0.1:<port>: /readyz, /healthz, /metrics (self-signed certificate)
+    log_file: Path
+    kubeconfig: str
+    config_file: str
+    scheduler_name: str = "default-scheduler"
+
+
+def kube_scheduler_up(run_dir: str | os.PathLike[str] | None = None) -> KubeScheduler:
+    """Start upstream kube-scheduler (if not running) and wait until /readyz answers ok."""
+    rd = _run_dir(run_dir)
+    with _locked(Path(f"{rd}.lock")):
+        _cluster_sh(rd, "kube-scheduler-up", timeout=180)
+    e = _parse_env_file(Path(rd) / "cluster.env")
+    return KubeScheduler(
+        url=f"https://127.0.0.1:{e['SCHEDULER_PORT']}",
+        log_file=Path(rd) / "logs" / "kube-scheduler.log",
+        kubeconfig=str(Path(rd) / "kube-scheduler.kubeconfig"),
+        config_file=str(Path(rd) / "kube-scheduler.yaml"),
+    )
+
+
+def kube_scheduler_down(run_dir: str | os.PathLike[str] | None = None) -> None:
+    """Stop upstream kube-scheduler (SIGTERM; a no-op when it is not running). Its log stays."""
+    rd = _run_dir(run_dir)
+    with _locked(Path(f"{rd}.lock")):
+        _cluster_sh(rd, "kube-scheduler-down", timeout=60)
+
+
+@contextlib.contextmanager
+def kube_scheduler(run_dir: str | os.PathLike[str] | None = None) -> Iterator[KubeScheduler]:
+    """``with kube_scheduler(rd) as ks:`` upstream kube-scheduler runs inside the block only."""
+    ks = kube_scheduler_up(run_dir)
+    try:
+        yield ks
+    finally:
+        kube_scheduler_down(run_dir)
+
+
 def restart_apiserver(
     run_dir: str | os.PathLike[str] | None = None, down_seconds: float = 0.0, grace_seconds: int = 5
 ) -> ClusterInfo:
@@ -281,7 +333,7 @@ def _locked(path: Path, timeout: float = 3600.0) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-if __name__ == "__main__":  # python e2e/cluster.py up|down|restart-apiserver|status
+if __name__ == "__main__":  # python e2e/cluster.py up|down|restart-apiserver|kube-scheduler-up|-down|status
     import sys
 
     what = sys.argv[1] if len(sys.argv) > 1 else "status"
@@ -289,6 +341,10 @@ if __name__ == "__main__":  # python e2e/cluster.py up|down|restart-apiserver|st
         print(start())
     elif what == "down":
         stop()
+    elif what == "kube-scheduler-up":
+        print(kube_scheduler_up())
+    elif what == "kube-scheduler-down":
+        kube_scheduler_down()
     elif what == "restart-apiserver":
         print(restart_apiserver(down_seconds=float(sys.argv[2]) if len(sys.argv) > 2 else 0.0))
     else:

@@ -94,7 +94,33 @@ KINDS: dict[str, Kind] = {
     "ResourceClaimTemplate": Kind("resource.k8s.io", "v1", "resourceclaimtemplates", True),
     "PodGroup": Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", True),
     "CustomResourceDefinition": Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
+    # Kubernetes 1.37 (gates and runtime-config of e2e/versions.env); a kind served by two groups is keyed
+    # "<Kind>.<group>": Kube.create picks it from the object's apiVersion
+    "PodGroup.scheduling.k8s.io": Kind("scheduling.k8s.io", "v1beta1", "podgroups", True),
+    "Workload": Kind("scheduling.k8s.io", "v1beta1", "workloads", True),
+    "CompositePodGroup": Kind("scheduling.k8s.io", "v1alpha3", "compositepodgroups", True),
+    "PriorityClass": Kind("scheduling.k8s.io", "v1", "priorityclasses", False),
+    "PersistentVolume": Kind("", "v1", "persistentvolumes", False),
+    "PersistentVolumeClaim": Kind("", "v1", "persistentvolumeclaims", True),
+    "Service": Kind("", "v1", "services", True),
+    "StorageClass": Kind("storage.k8s.io", "v1", "storageclasses", False),
+    "CSINode": Kind("storage.k8s.io", "v1", "csinodes", False),
+    "CSIDriver": Kind("storage.k8s.io", "v1", "csidrivers", False),
+    "PodDisruptionBudget": Kind("policy", "v1", "poddisruptionbudgets", True),
+    "ReplicaSet": Kind("apps", "v1", "replicasets", True),
+    "StatefulSet": Kind("apps", "v1", "statefulsets", True),
 }
+
+
+def kind_key(obj: JSON) -> str:
+    """The :data:`KINDS` key of an object: its kind, or ``<kind>.<group>`` when its apiVersion says a group
+    other than the one registered under the plain kind."""
+    kind = obj["kind"]
+    group = obj.get("apiVersion", "").rpartition("/")[0]
+    k = KINDS.get(kind)
+    if k is not None and k.group != group and f"{kind}.{group}" in KINDS:
+        return f"{kind}.{group}"
+    return str(kind)
 
 
 class Kube:
@@ -192,13 +218,14 @@ class Kube:
         return items
 
     def create(self, obj: JSON, *, exist_ok: bool = False) -> JSON:
-        k = KINDS[obj["kind"]]
+        key = kind_key(obj)
+        k = KINDS[key]
         ns = obj["metadata"].get("namespace", "") if k.namespaced else ""
         try:
             return self.request("POST", k.path(ns), obj)
         except KubeError as e:
             if e.status == 409 and exist_ok:
-                return self.get(obj["kind"], obj["metadata"]["name"], ns)
+                return self.get(key, obj["metadata"]["name"], ns)
             raise
 
     def patch(self, kind: str, name: str, patch: JSON, namespace: str = "", sub: str = "") -> JSON:
@@ -528,6 +555,24 @@ def podgroup(ns: str, name: str, min_member: int, timeout: int | None = None) ->
         spec["scheduleTimeoutSeconds"] = timeout
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+UPSTREAM_PODGROUP = "PodGroup.scheduling.k8s.io"  # the KINDS key of scheduling.k8s.io/v1beta1 PodGroups
+
+
+def upstream_podgroup(ns: str, name: str, min_count: int) -> JSON:
+    """A Kubernetes 1.37 PodGroup (scheduling.k8s.io/v1beta1, gate GenericWorkload) with a gang policy."""
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+
+
+def upstream_member(pod: JSON, group: str) -> JSON:
+    """``pod`` as a member of the scheduling.k8s.io PodGroup ``group`` (spec.schedulingGroup, no label)."""
+    p = copy.deepcopy(pod)
+    (p["metadata"].get("labels") or {}).pop(POD_GROUP_LABEL, None)
+    p["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return p
 
 
 def pod_scheduled_condition(pod: JSON) -> JSON | None:

@@ -1,6 +1,8 @@
 """Gangs live (mirrors tests/test_gang.py): a scheduling.x-k8s.io PodGroup placed whole, devices included;
 a group that cannot fit places nobody and says why; the PodGroup status written by the kopf controller
-running in the scheduler process."""
+running in the scheduler process. The same for Kubernetes 1.37's own PodGroup (scheduling.k8s.io/v1beta1,
+gate GenericWorkload): gang = spec.schedulingPolicy.gang.minCount, members name it in
+spec.schedulingGroup.podGroupName."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 from e2e.fleet import (
     JSON,
     POD_GROUP_LABEL,
+    UPSTREAM_PODGROUP,
     Kube,
     SchedulerProcess,
     allocated_devices,
@@ -19,6 +22,8 @@ from e2e.fleet import (
     gpu_pod,
     pod_scheduled_condition,
     podgroup,
+    upstream_member,
+    upstream_podgroup,
     wait_for,
 )
 
@@ -146,3 +151,52 @@ def test_two_groups_competing_for_one_groups_capacity(kube: Kube, scheduler: Sch
     pods = wait_for(loser_whole, 60, f"{loser} placed whole after {winner}'s pods were deleted", interval=0.5)
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(fleet.node_names)
     assert check_state(pods, kube.list("ResourceClaim", ns)) == []
+
+
+def _upstream_group(kube: Kube, ns: str, fleet: str, members: int) -> None:
+    kube.create(claim_template(ns, "eight", count=8))
+    pg = kube.create(upstream_podgroup(ns, "train", members))
+    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == members
+    kube.create_many([upstream_member(gpu_pod(ns, f"w-{i}", template="eight", fleet=fleet, group="train"), "train")
+                      for i in range(members)])
+
+
+def test_upstream_v1beta1_podgroup_is_placed_whole(kube: Kube, scheduler: SchedulerProcess) -> None:
+    ns = fresh_namespace(kube, "gang-k8s")
+    fleet = create_scale_fleet(kube, "gang-k8s", 4, 8)
+    _upstream_group(kube, ns, "gang-k8s", 4)
+
+    def bound() -> list[JSON] | None:
+        pods = kube.list("Pod", ns)
+        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = wait_for(bound, 60, "all 4 members of the v1beta1 PodGroup bound", interval=0.5)
+    assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "train"} for p in pods)
+    claims = kube.list("ResourceClaim", ns)
+    assert check_state(pods, claims) == []
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(fleet.node_names)
+    assert kube.get(UPSTREAM_PODGROUP, "train", ns)["metadata"]["name"] == "train"
+
+
+def test_upstream_v1beta1_podgroup_that_cannot_fit_places_nobody(kube: Kube, scheduler: SchedulerProcess) -> None:
+    ns = fresh_namespace(kube, "gang-k8s-short")
+    create_scale_fleet(kube, "gang-k8s-short", 3, 8)  # one node short of 4 x 8 GPUs
+    _upstream_group(kube, ns, "gang-k8s-short", 4)
+
+    def explained() -> list[JSON] | None:
+        pods = kube.list("Pod", ns)
+        conds = [pod_scheduled_condition(p) for p in pods]
+        ok = len(pods) == 4 and all(
+            c and c.get("status") == "False" and f"pod group {ns}/train" in c.get("message", "") for c in conds)
+        return pods if ok else None
+
+    pods = wait_for(explained, 60, "every member of the v1beta1 PodGroup marked unschedulable, naming the group")
+    for p in pods:
+        cond = pod_scheduled_condition(p)
+        assert cond is not None and cond["reason"] == "Unschedulable", cond
+    time.sleep(2)
+    pods, claims = kube.list("Pod", ns), kube.list("ResourceClaim", ns)
+    assert not [p for p in pods if p["spec"].get("nodeName")]
+    assert not [c for c in claims if allocated_devices(c) or (c.get("status") or {}).get("reservedFor")]
+    assert check_state(pods, claims) == []

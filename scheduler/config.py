@@ -57,6 +57,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("InterPodAffinity"),
         PluginRef("GpuTopology"),  # hands DynamicResources the device-order hook, so it runs first
         PluginRef("DynamicResources"),
+        PluginRef("NodeDeclaredFeatures"),
     ),
     "filter": (
         PluginRef("NodeUnschedulable"),
@@ -72,6 +73,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
         PluginRef("DynamicResources"),
+        PluginRef("NodeDeclaredFeatures"),
     ),
     "postFilter": (),
     "preScore": (

@@ -36,6 +36,7 @@ def default_registry() -> dict[str, PluginSpec]:
     from plugins.imagelocality import SPEC as IMAGE_LOCALITY
     from plugins.interpodaffinity import SPEC as INTER_POD_AFFINITY
     from plugins.nodeaffinity import SPEC as NODE_AFFINITY
+    from plugins.nodedeclaredfeatures import SPEC as NODE_DECLARED_FEATURES
     from plugins.nodename import SPEC as NODE_NAME
     from plugins.nodeports import SPEC as NODE_PORTS
     from plugins.noderesources import SPEC as NODE_RESOURCES_FIT
@@ -69,6 +70,7 @@ def default_registry() -> dict[str, PluginSpec]:
         DYNAMIC_RESOURCES,
         BALANCED_ALLOCATION,
         IMAGE_LOCALITY,
+        NODE_DECLARED_FEATURES,
         GPU_TOPOLOGY,
         DEFAULT_BINDER,
     ]

@@ -166,6 +166,9 @@ class Scheduler:
                     q.add(new)
             elif new.key in q:
                 q.delete(new.key)
+            assigned = _assigned_pod_action(old if isinstance(old, Pod) else None, new)
+            if assigned is not None:
+                q.on_event("Pod", assigned)
             return
         if kind == "ResourceClaim":
             if event == "ADDED":
@@ -440,6 +443,20 @@ class Scheduler:
             plugins={p.scheduler_name: sorted({r.name for refs in p.plugins.values() for r in refs})
                      for p in config.profiles},
         )
+
+
+def _assigned_pod_action(old: Pod | None, new: Pod) -> str | None:
+    """The queue event of an added/updated pod that is assigned to a node (upstream AssignedPodAdd /
+    AssignedPodUpdate with UpdatePodLabel, e.g. for InterPodAffinity and PodTopologySpread): "Add" when the
+    pod is newly assigned (created bound, or its binding arrived), "Update" when an assigned pod's labels
+    changed, else None."""
+    if not new.node_name or new.terminated:
+        return None
+    if old is None or not old.node_name:
+        return "Add"
+    if old.meta.labels != new.meta.labels:
+        return "Update"
+    return None
 
 
 def _refers_to(pod: Pod, claim: ResourceClaim) -> bool:

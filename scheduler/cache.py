@@ -34,6 +34,7 @@ from scheduler.model import (
     class_from,
     node_from,
     pod_from,
+    pod_non_zero_requests,
     podgroup_from,
     slice_from,
     template_from,
@@ -76,8 +77,9 @@ def _node_info(node: Node, pods: Mapping[str, Pod]) -> NodeInfo:
     for p in pods.values():
         for k, v in p.requests.items():
             req[k] = req.get(k, 0) + v
-        nz_cpu += p.requests.get(CPU, 0) or DEFAULT_MILLI_CPU
-        nz_mem += p.requests.get(MEMORY, 0) or DEFAULT_MEMORY
+        nz = pod_non_zero_requests(p)  # per-container 100m / 200Mi defaults (PodInfo.CalculateResource)
+        nz_cpu += nz[0]
+        nz_mem += nz[1]
     keys = tuple(sorted(pods))
     plist = tuple(pods[k] for k in keys)
     return NodeInfo(

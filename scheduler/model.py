@@ -440,29 +440,21 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def pod_requests(spec: Raw) -> dict[str, int]:
+def pod_requests(spec: Raw, status: Raw | None = None) -> dict[str, int]:
     """Effective pod requests the way kube-scheduler counts them (KEP-753 sidecars included).
 
     sum(containers) + sum(restartable init containers), compared per resource with the largest
     regular init container plus the restartable init containers started before it; plus overhead.
+
+    As ``k8s.io/component-helpers/resource.PodRequests`` (v0.37.2) with the gates on by default in 1.37:
+    container limits default missing requests (API defaulting, ``SetDefaults_Pod``); pod-level
+    ``spec.resources.requests`` (PodLevelResources) replace cpu, memory and hugepages-*; with
+    ``status`` (InPlacePodVerticalScaling, InPlacePodLevelResourcesVerticalScaling) each resource is
+    max(spec, allocated, actuated), or max(allocated, actuated) while a resize is Infeasible. Quantities
+    the API server would refuse (negative, unparsable) count as absent here; :func:`pod_resource_errors`
+    names them.
     """
-    total: dict[str, int] = {}
-    for i, c in enumerate(_list(spec, "containers")):
-        _add(total, resource_list(_map(_map(c, "resources"), "requests"), f"spec.containers[{i}].resources.requests"))
-    init_peak: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    for i, c in enumerate(_list(spec, "initContainers")):
-        req = resource_list(_map(_map(c, "resources"), "requests"), f"spec.initContainers[{i}].resources.requests")
-        if _str(c, "restartPolicy") == "Always":
-            _add(sidecars, req)
-            _add(total, req)
-        else:
-            tmp = dict(sidecars)
-            _add(tmp, req)
-            _max(init_peak, tmp)
-    _max(total, init_peak)
-    _add(total, resource_list(_map(spec, "overhead"), "spec.overhead"))
-    return total
+    return _pod_requests(spec, status or {}, None)
 
 
 def pod_from(raw: Raw) -> Pod:
@@ -522,7 +514,7 @@ def pod_from(raw: Raw) -> Pod:
         tolerations=_tolerations(_list(spec, "tolerations")),
         claims=tuple(claims),
         claim_statuses=statuses,
-        requests=pod_requests(spec),
+        requests=pod_requests(spec, status),
         scheduling_gates=tuple(_str(g, "name") for g in _list(spec, "schedulingGates") if isinstance(g, Mapping)),
         pod_group=group,
         raw=raw,
@@ -1050,3 +1042,284 @@ def podgroup_from(raw: Raw) -> PodGroup:
         to if isinstance(to, int) else None,
         raw,
     )
+
+
+# Pod resource requests (component-helpers resource.PodRequests, 1.37 default gates) --------------------
+# Used by pod_requests above, by NodeResourcesFit (scoring requests) and the cache (non-zero requests).
+
+DEFAULT_MILLI_CPU_REQUEST = 100  # kube-scheduler util.DefaultMilliCPURequest
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024  # util.DefaultMemoryRequest
+HUGEPAGES_PREFIX = "hugepages-"
+_POD_LEVEL_RESOURCES = (CPU, MEMORY)  # IsSupportedPodLevelResource: these and hugepages-*
+_RESIZE_PENDING = "PodResizePending"
+
+
+def is_supported_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+
+
+def _lenient_quantity(name: str, value: Any) -> int | None:
+    """A request value in scheduler units, or None when the API server would refuse it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        q = parse_quantity(str(value))
+    except QuantityError:
+        return None
+    if q.sign() < 0:
+        return None
+    return resource_amount(name, q)
+
+
+def _lenient_list(raw: Any) -> dict[str, int]:
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for k, v in raw.items():
+        n = _lenient_quantity(str(k), v)
+        if n is not None:
+            out[str(k)] = n
+    return out
+
+
+def container_requests(c: Raw) -> dict[str, int]:
+    """A container's requests after API defaulting: a resource with a limit and no request requests its
+    limit (``SetDefaults_Pod``)."""
+    res = _map(c, "resources")
+    out = _lenient_list(res.get("limits"))
+    out.update(_lenient_list(res.get("requests")))
+    return out
+
+
+def _statuses_by_name(status: Raw) -> dict[str, Raw]:
+    """``findContainerStatus``: containerStatuses first, then initContainerStatuses."""
+    out: dict[str, Raw] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in _list(status, key):
+            if isinstance(cs, Mapping):
+                out.setdefault(_str(cs, "name"), cs)
+    return out
+
+
+def _resize_infeasible(status: Raw) -> bool:
+    for c in _list(status, "conditions"):
+        if isinstance(c, Mapping) and _str(c, "type") == _RESIZE_PENDING:
+            return _str(c, "reason") == "Infeasible"
+    return False
+
+
+def _aggregate(
+    spec: Raw,
+    status_of: Mapping[str, Raw],
+    kind: str,
+    infeasible: bool,
+    non_missing: Mapping[str, int] | None,
+) -> dict[str, int]:
+    """``aggregateContainerResourcesByFn``: kind "spec", "allocated" or "actuated" requests per container."""
+
+    def requests_of(c: Raw) -> dict[str, int] | None:
+        spec_reqs = container_requests(c)
+        if kind == "spec":
+            return spec_reqs
+        cs = status_of.get(_str(c, "name"))
+        if kind == "actuated" and cs is not None:
+            actual = _map(_map(cs, "resources"), "requests")
+            if actual:
+                return _lenient_list(actual)
+        if cs is not None and isinstance(cs.get("allocatedResources"), Mapping):
+            return _lenient_list(cs.get("allocatedResources"))
+        return None if infeasible else spec_reqs
+
+    def with_defaults(reqs: dict[str, int] | None) -> dict[str, int]:
+        out = dict(reqs or {})
+        for k, v in (non_missing or {}).items():
+            if reqs is None or k not in reqs:
+                out[k] = out.get(k, 0) + v
+        return out
+
+    total: dict[str, int] = {}
+    for c in _list(spec, "containers"):
+        if isinstance(c, Mapping):
+            _add(total, with_defaults(requests_of(c)))
+    init_peak: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    for c in _list(spec, "initContainers"):
+        if not isinstance(c, Mapping):
+            continue
+        req = with_defaults(requests_of(c))
+        if _str(c, "restartPolicy") == "Always":
+            _add(sidecars, req)
+            _add(total, req)
+            _max(init_peak, sidecars)
+        else:
+            tmp = dict(sidecars)
+            _add(tmp, req)
+            _max(init_peak, tmp)
+    _max(total, init_peak)
+    return total
+
+
+def _max_of(first: Mapping[str, int] | None, *others: Mapping[str, int] | None) -> dict[str, int]:
+    out = dict(first or {})
+    for o in others:
+        _max(out, o or {})
+    return out
+
+
+def pod_level_requests(spec: Raw) -> dict[str, int]:
+    """``spec.resources.requests`` after API defaulting (``defaultPodRequests``): a supported resource with
+    a pod-level limit and no pod-level request requests the aggregated container requests when containers
+    request it (cpu, memory) and else its pod-level limit."""
+    res = _map(spec, "resources")
+    reqs = _lenient_list(res.get("requests"))
+    limits = _lenient_list(res.get("limits"))
+    if limits:
+        containers: dict[str, int] | None = None
+        for k, v in limits.items():
+            if k in reqs or not is_supported_pod_level_resource(k):
+                continue
+            if k in _POD_LEVEL_RESOURCES:
+                if containers is None:
+                    containers = _aggregate(spec, {}, "spec", False, None)
+                if k in containers:
+                    reqs[k] = containers[k]
+                    continue
+            reqs[k] = v
+    return {k: v for k, v in reqs.items() if is_supported_pod_level_resource(k)}
+
+
+def _pod_requests(spec: Raw, status: Raw, non_missing: Mapping[str, int] | None) -> dict[str, int]:
+    infeasible = _resize_infeasible(status)
+    status_of = _statuses_by_name(status)
+    reqs = _aggregate(spec, status_of, "spec", infeasible, non_missing)
+    if status_of or _map(status, "resources"):
+        pod_status_res = status.get("resources")
+        pod_alloc = status.get("allocatedResources")
+        if (
+            isinstance(pod_alloc, Mapping)
+            and isinstance(pod_status_res, Mapping)
+            and isinstance(pod_status_res.get("requests"), Mapping)
+        ):
+            allocated = _lenient_list(pod_alloc)
+            actuated = _lenient_list(pod_status_res.get("requests"))
+        else:
+            allocated = _aggregate(spec, status_of, "allocated", infeasible, non_missing)
+            actuated = _aggregate(spec, status_of, "actuated", infeasible, non_missing)
+        reqs = _max_of(actuated, allocated) if infeasible else _max_of(reqs, actuated, allocated)
+    pod_level = pod_level_requests(spec)
+    if pod_level:
+        effective = pod_level
+        pod_status_res = status.get("resources")
+        if isinstance(pod_status_res, Mapping):
+            effective = _max_of(
+                None if infeasible else pod_level,
+                _lenient_list(pod_status_res.get("requests")),
+                _lenient_list(status.get("allocatedResources")),
+            )
+        for k, v in effective.items():
+            if is_supported_pod_level_resource(k):
+                reqs[k] = v
+    _add(reqs, _lenient_list(spec.get("overhead")))
+    return reqs
+
+
+def pod_non_zero_requests(pod: Pod) -> tuple[int, int]:
+    """(milli-cpu, memory) a pod counts for on its node's ``NonZeroRequested`` (``PodInfo.CalculateResource``):
+    containers without a cpu / memory request count 100m / 200Mi; with pod-level requests only a resource
+    nobody requests gets the default."""
+    got = pod.memo.get("model/non-zero")
+    if got is None:
+        spec, status = _map(pod.raw, "spec"), _map(pod.raw, "status")
+        reqs = pod.requests
+        if pod_level_requests(spec):
+            defaults = {
+                k: v
+                for k, v in ((CPU, DEFAULT_MILLI_CPU_REQUEST), (MEMORY, DEFAULT_MEMORY_REQUEST))
+                if k not in reqs
+            }
+        else:
+            defaults = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+        non0 = _pod_requests(spec, status, defaults) if defaults else reqs
+        got = (non0.get(CPU, 0), non0.get(MEMORY, 0))
+        pod.memo["model/non-zero"] = got
+    return got
+
+
+def pod_score_requests(pod: Pod) -> Mapping[str, int]:
+    """The pod's requests as NodeResourcesFit's scorers count them (``calculatePodResourceRequest``):
+    every container without a cpu / memory request counts 100m / 200Mi."""
+    got = pod.memo.get("model/score-requests")
+    if got is None:
+        got = _pod_requests(
+            _map(pod.raw, "spec"),
+            _map(pod.raw, "status"),
+            {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST},
+        )
+        pod.memo["model/score-requests"] = got
+    return got
+
+
+def _is_native_resource(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """``helper.IsOvercommitAllowed``: native resources except hugepages."""
+    return _is_native_resource(name) and not name.startswith(HUGEPAGES_PREFIX)
+
+
+def _quantity_errors(name: str, value: Any, path: str) -> tuple[Quantity | None, list[str]]:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None, [f"{path}: Invalid value: {json.dumps(value, default=str)}: must be a quantity"]
+    try:
+        q = parse_quantity(str(value))
+    except QuantityError as e:
+        return None, [f"{path}: Invalid value: {json.dumps(str(value))}: {e}"]
+    errs: list[str] = []
+    if q.sign() < 0:
+        errs.append(f'{path}: Invalid value: "{q}": must be greater than or equal to 0')
+    elif not _is_native_resource(name) and not name.startswith("requests.") and not q.is_integer():
+        errs.append(f'{path}: Invalid value: "{q}": must be an integer')
+    return q, errs
+
+
+def _requirements_errors(res: Raw, path: str) -> list[str]:
+    """``validateResourceRequirements`` (quantities, request vs limit)."""
+    errs: list[str] = []
+    limits: dict[str, Quantity] = {}
+    for k, v in _map(res, "limits").items():
+        q, e = _quantity_errors(str(k), v, f"{path}.limits[{k}]")
+        errs += e
+        if q is not None:
+            limits[str(k)] = q
+    for k, v in _map(res, "requests").items():
+        q, e = _quantity_errors(str(k), v, f"{path}.requests[{k}]")
+        errs += e
+        lim = limits.get(str(k))
+        if q is None or lim is None or e:
+            continue
+        if q.cmp(lim) != 0 and not _overcommit_allowed(str(k)):
+            errs.append(f'{path}.requests: Invalid value: "{q}": must be equal to {k} limit of {lim}')
+        elif q.cmp(lim) > 0:
+            errs.append(f'{path}.requests: Invalid value: "{q}": must be less than or equal to {k} limit of {lim}')
+    return errs
+
+
+def pod_resource_errors(pod: Pod) -> tuple[str, ...]:
+    """What the API server's pod validation says about the pod's resource quantities (negative or
+    unparsable values, non-integer extended resources, requests above limits), with field paths."""
+    got = pod.memo.get("model/resource-errors")
+    if got is None:
+        spec = _map(pod.raw, "spec")
+        errs: list[str] = []
+        for key in ("initContainers", "containers"):
+            for i, c in enumerate(_list(spec, key)):
+                if isinstance(c, Mapping):
+                    errs += _requirements_errors(_map(c, "resources"), f"spec.{key}[{i}].resources")
+        if isinstance(spec.get("resources"), Mapping):
+            errs += _requirements_errors(_map(spec, "resources"), "spec.resources")
+        for k, v in _map(spec, "overhead").items():
+            errs += _quantity_errors(str(k), v, f"spec.overhead[{k}]")[1]
+        got = tuple(errs)
+        pod.memo["model/resource-errors"] = got
+    return got

@@ -193,7 +193,17 @@ def test_spec_points_match_the_implementation(spec: Any) -> None:
         (NodeUnschedulable(), {("Node", "Add"), ("Node", "Update"), ("Pod", "Update")}),
         (TaintToleration(), {("Node", "Add"), ("Node", "Update"), ("Pod", "Update")}),
         (NodeAffinity(), {("Node", "Add"), ("Node", "Update")}),
-        (NodeResourcesFit(), {("Node", "Add"), ("Node", "Update"), ("Pod", "Delete")}),
+        (
+            NodeResourcesFit(),
+            {
+                ("Node", "Add"),
+                ("Node", "Update"),
+                ("Pod", "Delete"),
+                ("Pod", "Update"),  # an assigned pod scaled down in place (InPlacePodVerticalScaling)
+                ("DeviceClass", "Add"),  # a class now maps a requested extended resource (DRAExtendedResource)
+                ("DeviceClass", "Update"),
+            },
+        ),
     ],
     ids=lambda x: getattr(x, "name", ""),
 )
@@ -588,6 +598,302 @@ def test_fit_filter_without_pre_filter_state() -> None:
     )
 
 
+# --- NodeResourcesFit: pod requests as resource.PodRequests counts them (1.37 default gates) ---------------
+# kubernetes v1.37.2 fit_test.go (TestEnoughRequests pod-level cases, TestFitScore), component-helpers
+# resource/helpers_test.go (in-place resize), core/v1 defaults (limits -> requests) and pod validation.
+
+
+def raw_pod(
+    name: str = "p",
+    containers: Sequence[Mapping[str, Any]] = (),
+    *,
+    init: Sequence[Mapping[str, Any]] = (),
+    pod_resources: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
+    node_name: str = "",
+) -> Pod:
+    spec: dict[str, Any] = {"schedulerName": "dra-scheduler", "containers": list(containers) or [container()]}
+    if init:
+        spec["initContainers"] = list(init)
+    if pod_resources is not None:
+        spec["resources"] = dict(pod_resources)
+    if node_name:
+        spec["nodeName"] = node_name
+    raw: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": name},
+        "spec": spec,
+    }
+    if status is not None:
+        raw["status"] = dict(status)
+    return pod_from(raw)
+
+
+def res_container(
+    name: str = "c", requests: Mapping[str, str] | None = None, limits: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    r: dict[str, Any] = {}
+    if requests is not None:
+        r["requests"] = dict(requests)
+    if limits is not None:
+        r["limits"] = dict(limits)
+    return {"name": name, "image": "x", "resources": r}
+
+
+HP = "hugepages-2Mi"
+
+
+def test_fit_pod_level_resources() -> None:
+    """fit_test.go TestEnoughRequests, pod-level cases (node: cpu 10m, memory 20, hugepages-2Mi 5)."""
+    node = make_node(cpu="10m", memory="20", extra={HP: "5"})
+    small = res_container(requests={"cpu": "1m", "memory": "1"})
+    used_5 = make_pod("u", containers=[res_container(requests={"cpu": "5m", "memory": "5"})])
+    used_19 = make_pod("u", containers=[res_container(requests={"cpu": "5m", "memory": "19"})])
+
+    def lvl(**requests: str) -> dict[str, Any]:
+        return {"requests": {k.replace("_", "-"): v for k, v in requests.items()}}
+
+    fits = raw_pod(containers=[small], pod_resources=lvl(cpu="1m", memory="2"))
+    assert fits.requests["cpu"] == 1 and fits.requests["memory"] == 2
+    assert fit_filter(fits, info(node, used_5)).is_success
+    cpu_7 = raw_pod(containers=[small], pod_resources=lvl(cpu="7m", memory="2"))
+    assert fit_filter(cpu_7, info(node, used_5)) == Status(Code.UNSCHEDULABLE, ("Insufficient cpu",))
+    mem = raw_pod(containers=[small], pod_resources=lvl(cpu="3m", memory="2"))
+    assert fit_filter(mem, info(node, used_19)) == Status(Code.UNSCHEDULABLE, ("Insufficient memory",))
+    hp = {"cpu": "3m", "memory": "2", HP: "5"}
+    assert fit_filter(raw_pod(pod_resources={"requests": hp}), info(node)).is_success
+    both = raw_pod(
+        containers=[res_container(requests={"cpu": "1m", "memory": "1", HP: "3"}, limits={HP: "3"})],
+        pod_resources={"requests": hp},
+    )
+    assert both.requests[HP] == 5  # pod-level hugepages replace the containers'
+    assert fit_filter(both, info(node)).is_success
+    too_big = raw_pod(pod_resources={"requests": {**hp, HP: "10"}})
+    assert fit_filter(too_big, info(node)) == Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"Insufficient {HP}",))
+    with_init = raw_pod(containers=[small], init=[small], pod_resources=lvl(cpu="3m", memory="2"))
+    assert fit_filter(with_init, info(node, used_19)) == Status(Code.UNSCHEDULABLE, ("Insufficient memory",))
+    # Resources other than cpu, memory and hugepages stay the containers' (IsSupportedPodLevelResource).
+    gpu = raw_pod(containers=[container(**{"nvidia.com/gpu": "1"})], pod_resources=lvl(cpu="1"))
+    assert gpu.requests == {"cpu": 1000, "nvidia.com/gpu": 1}
+
+
+def test_pod_level_limits_default_requests() -> None:
+    """defaultPodRequests: no pod-level request -> the containers' requests if they ask, else the limit."""
+    nothing = raw_pod(containers=[res_container()], pod_resources={"limits": {"cpu": "2", "memory": "1Gi"}})
+    assert nothing.requests == {"cpu": 2000, "memory": GI}
+    some = raw_pod(
+        containers=[res_container(requests={"cpu": "500m"})], pod_resources={"limits": {"cpu": "2", "memory": "1Gi"}}
+    )
+    assert some.requests == {"cpu": 500, "memory": GI}
+
+
+def test_container_limits_default_requests() -> None:
+    """SetDefaults_Pod: a limit without a request is the request (the usual way to ask for a GPU)."""
+    p = make_pod(containers=[res_container(limits={"cpu": "2", "nvidia.com/gpu": "1"}, requests={"cpu": "1"})])
+    assert p.requests == {"cpu": 1000, "nvidia.com/gpu": 1}
+    node = make_node(extra={"nvidia.com/gpu": "1"})
+    assert fit_filter(p, info(node)).is_success
+    assert fit_filter(p, info(make_node())).reasons == ("Insufficient nvidia.com/gpu",)
+
+
+@pytest.mark.parametrize(
+    ("resources", "field", "why"),
+    [
+        ({"requests": {"cpu": "-1"}}, "spec.containers[0].resources.requests[cpu]", 'Invalid value: "-1"'),
+        ({"requests": {"memory": "lots"}}, "spec.containers[0].resources.requests[memory]", "Invalid value"),
+        ({"limits": {"nvidia.com/gpu": "1.5"}}, "spec.containers[0].resources.limits[nvidia.com/gpu]", "integer"),
+        (
+            {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}},
+            "spec.containers[0].resources.requests",
+            "must be less than or equal to cpu limit of 1",
+        ),
+        (
+            {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}},
+            "spec.containers[0].resources.requests",
+            "must be equal to nvidia.com/gpu limit of 2",
+        ),
+    ],
+)
+def test_fit_rejects_quantities_the_api_server_refuses(resources: dict[str, Any], field: str, why: str) -> None:
+    p = make_pod(containers=[{"name": "c", "image": "x", "resources": resources}])
+    cs = state()
+    _, st_ = NodeResourcesFit().pre_filter(cs, p)
+    assert st_.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert f"{field}: " in st_.message and why in st_.message
+    assert st_.message.startswith('Pod "default/p" is invalid: ')
+
+
+def test_a_negative_request_never_adds_capacity() -> None:
+    node = make_node(cpu="4")
+    liar = make_pod("liar", containers=[container(cpu="-3")], node_name="n1")
+    assert "cpu" not in liar.requests
+    nodeinfo = info(node, liar, make_pod("used", containers=[container(cpu="3")]))
+    assert nodeinfo.requested["cpu"] == 3000
+    assert fit_filter(make_pod(containers=[container(cpu="2")]), nodeinfo).reasons == ("Insufficient cpu",)
+    overhead = make_pod(containers=[container(cpu="1")], overhead={"cpu": "-1"})
+    assert overhead.requests["cpu"] == 1000
+    _, st_ = NodeResourcesFit().pre_filter(state(), overhead)
+    assert "spec.overhead[cpu]" in st_.message
+
+
+def test_simulate_reports_a_negative_request_with_its_field() -> None:
+    import asyncio
+
+    from scheduler.simulate import simulate
+
+    node_raw = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
+    }
+    pod_raw = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "neg", "namespace": "default"},
+        "spec": {
+            "schedulerName": "dra-scheduler",
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": -1}}}],
+        },
+    }
+    res = asyncio.run(simulate([node_raw, pod_raw]))
+    [p] = [o for o in res.items if o["kind"] == "Pod"]
+    assert not p["spec"].get("nodeName")
+    [cond] = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert cond["reason"] == "Unschedulable"
+    assert "spec.containers[0].resources.requests[cpu]" in cond["message"]
+    assert "must be greater than or equal to 0" in cond["message"]
+
+
+def test_in_place_resize_counts_the_largest_of_spec_allocated_and_actuated() -> None:
+    """resource.PodRequests with UseStatusResources (InPlacePodVerticalScaling, GA): assigned pods count
+    max(spec, allocated, actuated); while a resize is Infeasible the spec is left out."""
+
+    def resized(spec_cpu: str, allocated: str | None, actuated: str | None, infeasible: bool = False) -> Pod:
+        cs: dict[str, Any] = {"name": "c"}
+        if allocated is not None:
+            cs["allocatedResources"] = {"cpu": allocated}
+        if actuated is not None:
+            cs["resources"] = {"requests": {"cpu": actuated}}
+        status: dict[str, Any] = {"containerStatuses": [cs]}
+        if infeasible:
+            status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+        return raw_pod("r", [container(cpu=spec_cpu)], status=status, node_name="n1")
+
+    assert resized("2", "1", "1").requests["cpu"] == 2000  # scaling up: the new spec counts at once
+    assert resized("1", "2", "2").requests["cpu"] == 2000  # scaling down: until the kubelet actuated it
+    assert resized("1", "1", "3").requests["cpu"] == 3000
+    assert resized("4", "1", None, infeasible=True).requests["cpu"] == 1000
+    assert resized("4", None, None).requests["cpu"] == 4000
+    node = make_node(cpu="4")
+    assert fit_filter(make_pod(containers=[container(cpu="2")]), info(node, resized("1", "3", "3"))).reasons == (
+        "Insufficient cpu",
+    )
+    # pod-level status (InPlacePodLevelResourcesVerticalScaling, beta, on)
+    lvl = raw_pod(
+        "l",
+        [container()],
+        pod_resources={"requests": {"cpu": "1"}},
+        status={"resources": {"requests": {"cpu": "2"}}, "allocatedResources": {"cpu": "2"}},
+        node_name="n1",
+    )
+    assert lvl.requests["cpu"] == 2000
+
+
+def test_non_zero_requests_default_each_container() -> None:
+    """PodInfo.CalculateResource: 100m / 200Mi for every container without a request (an explicit 0
+    stays 0); with pod-level requests only a resource nobody requests gets the default."""
+    from scheduler.model import pod_non_zero_requests
+
+    two = make_pod(containers=[container("a", cpu="1"), container("b")])
+    assert pod_non_zero_requests(two) == (1100, 2 * 200 * MI)
+    zero = make_pod(containers=[container("a", cpu="0", memory="0")])
+    assert pod_non_zero_requests(zero) == (0, 0)
+    lvl = raw_pod(containers=[container("a"), container("b")], pod_resources={"requests": {"cpu": "1"}})
+    assert pod_non_zero_requests(lvl) == (1000, 2 * 200 * MI)
+    node = info(make_node(), two)
+    assert node.non_zero_requested == {"cpu": 1100, "memory": 400 * MI}
+
+
+def _upstream_node(name: str, cpu: str) -> Node:
+    return make_node(name, cpu=cpu, memory="10000")
+
+
+def _req_pod(name: str, cpu: str, memory: str, node_name: str = "", sidecar: bool = False) -> Pod:
+    containers = [container("c", cpu=cpu, memory=memory)]
+    init = [dict(container("s", cpu=cpu, memory=memory), restartPolicy="Always")] if sidecar else []
+    return make_pod(name, containers=containers, init_containers=init, node_name=node_name)
+
+
+def _shape(*pts: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": [{"utilization": u, "score": s} for u, s in pts]},
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "pod_req", "sidecar", "node2_cpu", "node2_used", "want"),
+    [
+        pytest.param(
+            _shape((0, 10), (100, 0)), ("3000", "5000"), False, "6000", ("1000", "2000"), [10, 32], id="rtcr1"
+        ),
+        pytest.param(
+            _shape((0, 0), (100, 10)), ("3000", "5000"), False, "6000", ("1000", "2000"), [95, 68], id="rtcr2"
+        ),
+        pytest.param(
+            {"scoringStrategy": {"type": "MostAllocated"}},
+            ("1000", "2000"),
+            False,
+            "6000",
+            ("1000", "2000"),
+            [67, 36],
+            id="most",
+        ),
+        pytest.param({}, ("1000", "2000"), False, "6000", ("1000", "2000"), [32, 63], id="least"),
+        pytest.param(
+            {"scoringStrategy": {"type": "MostAllocated"}},
+            ("1000", "2000"),
+            True,
+            "4000",
+            ("1000", "2000"),
+            [67, 45],
+            id="most-sidecar",
+        ),
+        pytest.param({}, ("1000", "2000"), True, "4000", ("1000", "2000"), [32, 55], id="least-sidecar"),
+    ],
+)
+def test_fit_score_upstream_cases(
+    args: dict[str, Any],
+    pod_req: tuple[str, str],
+    sidecar: bool,
+    node2_cpu: str,
+    node2_used: tuple[str, str],
+    want: list[int],
+) -> None:
+    """fit_test.go TestFitScore: node1 cpu 4000 with a pod of 2000/4000 (with a sidecar of 1000/2000 in the
+    sidecar cases, whose pod is 1000/2000), node2 with a pod of 1000/2000; memory 10000 each."""
+    n1_used = (
+        _req_pod("u1", "1000", "2000", "node1", sidecar=True) if sidecar else _req_pod("u1", "2000", "4000", "node1")
+    )
+    n1 = info(_upstream_node("node1", "4000"), n1_used)
+    n2 = info(_upstream_node("node2", node2_cpu), _req_pod("u2", *node2_used, "node2"))
+    assert fit_scores(args, _req_pod("p", *pod_req), n1, n2) == want
+
+
+def test_fit_score_leaves_out_non_scalar_resources_and_unrequested_scalars() -> None:
+    pod = make_pod(containers=[container(cpu="1", memory="1Gi")])
+    node = info(make_node(extra={"nvidia.com/gpu": "8"}))
+    base = fit_scores({}, pod, node)
+    with_pods = {"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": "pods"}]}}
+    assert fit_scores(with_pods, pod, node) == base
+    with_gpu = {"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": "nvidia.com/gpu"}]}}
+    assert fit_scores(with_gpu, pod, node) == base  # the pod does not request it
+
+
 # --- NodeResourcesFit: score ------------------------------------------------------------------------------
 
 
@@ -687,20 +993,35 @@ def test_requested_to_capacity_ratio() -> None:
             ],
         ),
         (
+            # SetDefaults_NodeResourcesFitArgs turns a weight of 0 into 1 before validation.
             {
                 "scoringStrategy": {
-                    "resources": [{"name": "cpu", "weight": 0}, {"name": "memory", "weight": 101}]
+                    "resources": [
+                        {"name": "cpu", "weight": 0},
+                        {"name": "memory", "weight": 101},
+                        {"name": "nvidia.com/gpu", "weight": -1},
+                    ]
                 }
             },
             [
-                "a.scoringStrategy.resources[0].weight: resource weight of cpu not in valid range (0, 100]",
                 "a.scoringStrategy.resources[1].weight: "
                 "resource weight of memory not in valid range (0, 100]",
+                "a.scoringStrategy.resources[2].weight: "
+                "resource weight of nvidia.com/gpu not in valid range (0, 100]",
             ],
         ),
         (
             {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-            ["a.scoringStrategy.requestedToCapacityRatio: required when type is RequestedToCapacityRatio"],
+            ["a.scoringStrategy.requestedToCapacityRatio: must be specified when type is RequestedToCapacityRatio"],
+        ),
+        (
+            {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}]},
+                }
+            },
+            ["a.scoringStrategy.requestedToCapacityRatio: must be nil when type is not RequestedToCapacityRatio"],
         ),
         (
             {
@@ -725,8 +1046,9 @@ def test_requested_to_capacity_ratio() -> None:
                 }
             },
             [
+                # validateFunctionShape: the first unsorted point, then every point's ranges
                 "a.scoringStrategy.requestedToCapacityRatio.shape[1].utilization: "
-                "must be greater than prior point utilization",
+                "values must be sorted in increasing order",
                 "a.scoringStrategy.requestedToCapacityRatio.shape[1].score: not in valid range [0, 10]",
                 "a.scoringStrategy.requestedToCapacityRatio.shape[2].utilization: "
                 "not in valid range [0, 100]",

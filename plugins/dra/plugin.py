@@ -12,6 +12,25 @@ PreBind      write finalizer, then ``status.allocation`` + ``status.reservedFor`
              claims being deleted); then mark the write as assumed in the ledger.
 rollback     undo what PreBind wrote for this attempt.
 
+Extended resources backed by DRA (KEP-5004, DRAExtendedResource, GA in 1.37; upstream
+``dynamicresources/extendeddynamicresources.go``, helpers in :mod:`plugins.dra.extended`): a pod whose
+requests name an extended resource some DeviceClass maps gets one special claim. PreFilter finds the claim a
+previous attempt created (annotation ``resource.kubernetes.io/extended-resource-claim: "true"``, controlled
+by the pod) or starts an in-memory one; Filter builds, per node, the requests for the resources the node
+does not serve natively (none: nothing to allocate there) and allocates them with the pod's other claims;
+Reserve records the devices in flight under a temporary UID; PreBind creates the claim (generateName
+``<pod>-extended-resources-``, owned by the pod), writes finalizer, then allocation + reservedFor as for
+any claim, then patches ``pod.status.extendedResourceClaimStatus`` (request mappings, claim name);
+rollback deletes the claim. Deliberate differences from upstream:
+
+* a claim found from an earlier attempt is reused on the nodes whose needs it matches (its node when it is
+  allocated) and rejects the other nodes ("cannot schedule extended resource claim"); upstream rejects
+  every node and deletes it in PostFilter, which needs an API write this framework's PostFilter cannot
+  make. Binding failures delete the claim in rollback, as upstream's Unreserve does, so a stale claim
+  only survives a crash of the scheduler between the claim's creation and the pod's binding;
+* on a node that serves every mapped resource natively, a pod with other claims does not create an empty
+  special claim (upstream allocates a claim without requests there and then fails on the empty mappings).
+
 Per-node result cache: the allocation found for a node depends only on the claims' specs, the node, the
 slices, the classes and the use of devices the node can see. The key holds each of those as a revision
 (the ledger's per-node and shared revisions), so pods from one template reuse the answer of every node
@@ -38,6 +57,20 @@ from plugins.dra.allocator import (
     gather_pools,
 )
 from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
+from plugins.dra.extended import (
+    EXTENDED_CLAIM_ANNOTATION,
+    SPECIAL_CLAIM_NAME,
+    NodeRequests,
+    claim_requests_raw,
+    dra_backed_requests,
+    find_extended_claim,
+    new_claim_object,
+    node_requests,
+    request_shape,
+    temp_uid,
+)
+from plugins.dra.taintrules import KIND as TAINT_RULE_KIND
+from plugins.dra.taintrules import TaintRules, TaintRuleTracker, describe_taint, untolerated_taint
 from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
 from scheduler.framework.interface import (
@@ -54,6 +87,8 @@ from scheduler.model import (
     NodeSelector,
     Pod,
     ResourceClaim,
+    claim_from,
+    claim_spec_from,
     node_selector_matches,
 )
 
@@ -112,13 +147,34 @@ def _claim_ref(i: int) -> str:
     return f"\x00{i}\x00"
 
 
-def _render(reason: str, data: _CycleData) -> str:
+def _render(reason: str, inputs: Sequence[ClaimInput]) -> str:
     if "\x00" not in reason:
         return reason
     parts = reason.split("\x00")
     for j in range(1, len(parts), 2):
-        parts[j] = data.inputs[int(parts[j])].key
+        parts[j] = inputs[int(parts[j])].key
     return "".join(parts)
+
+
+EMPTY_ALLOCATION = ClaimAllocation((), None, {"devices": {"results": []}})
+
+
+@dataclass(slots=True)
+class _Extended:
+    """The pod's special claim for extended resources backed by DRA."""
+
+    pod: Pod
+    resources: dict[str, int]  # the pod's requests of resources a DeviceClass maps
+    claim: ResourceClaim  # found from an earlier attempt, or the in-memory one (SPECIAL_CLAIM_NAME)
+    existing: bool
+    # per node: (the Node object it was computed for, what the claim must request there, allocator input)
+    nodes: dict[str, tuple[Any, NodeRequests, ClaimInput | None]] = field(default_factory=dict)
+    created: ResourceClaim | None = None  # the claim PreBind created in this attempt
+
+    @property
+    def allocates(self) -> bool:
+        """The allocator runs for the claim (it has no allocation yet)."""
+        return self.claim.allocation is None
 
 
 @dataclass(slots=True)
@@ -133,6 +189,14 @@ class _CycleData:
     reserved: list[ResourceClaim] = field(default_factory=list)
     written: list[tuple[ResourceClaim, bool]] = field(default_factory=list)  # (claim, allocated by us)
     owner: DynamicResources | None = None
+    ext: _Extended | None = None
+
+    def alloc_claims(self) -> list[ResourceClaim]:
+        """The claims the allocator allocates, in the order of each node's allocation list: the pod's
+        unallocated claims, then the special claim (whose entry is empty on nodes that need no devices)."""
+        if self.ext is not None and self.ext.allocates:
+            return [*self.to_allocate, self.ext.claim]
+        return list(self.to_allocate)
 
 
 _Cached = tuple[list[ClaimAllocation] | None, str]  # (result, failure reason)
@@ -150,12 +214,14 @@ class DynamicResources:
             device_taints=bool(gates.get("DRADeviceTaints", True)),
             consumable_capacity=bool(gates.get("DRAConsumableCapacity", True)),
             binding_conditions=bool(gates.get("DRADeviceBindingConditions", True)),
+            device_taint_rules=bool(gates.get("DRADeviceTaintRules", True)),
         )
         self.selectors = SelectorCache(get_engine(args.get("celEngine") or None))
         self.device_inputs: dict[tuple[int, int], DeviceInput] = {}
         self._device_inputs_gen = -1
-        self._pools: dict[str, tuple[tuple[int, int], list[Pool]]] = {}
+        self._pools: dict[str, tuple[tuple[int, int, int], list[Pool]]] = {}
         self._results: dict[tuple[Any, ...], tuple[list[ClaimAllocation] | None, str, Any]] = {}
+        self._taint_rules = TaintRuleTracker()  # DeviceTaintRules of the snapshots (plugins.dra.taintrules)
         self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
 
     # --- registration --------------------------------------------------------------------------------
@@ -173,6 +239,10 @@ class DynamicResources:
             ("Node", "Update"),
             ("Pod", "Update"),
             ("Pod", "Delete"),
+            # a rule's taint is a device taint (upstream: the slice tracker's ResourceSlice update events)
+            ("DeviceTaintRule", "Add"),
+            ("DeviceTaintRule", "Update"),
+            ("DeviceTaintRule", "Delete"),
         ]
 
     # --- PreEnqueue ------------------------------------------------------------------------------------
@@ -190,13 +260,16 @@ class DynamicResources:
 
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         snap = state.snapshot
-        if not pod.claims:
+        ext_resources = dra_backed_requests(pod, snap.classes)
+        if not pod.claims and not ext_resources:
             return None, Status.skip()
-        try:
-            claims = pod_claims(snap, pod)
-        except ClaimResolutionError as e:
-            return None, Status.unresolvable(str(e))
-        if not claims:
+        claims: list[ResourceClaim] = []
+        if pod.claims:
+            try:
+                claims = pod_claims(snap, pod)
+            except ClaimResolutionError as e:
+                return None, Status.unresolvable(str(e))
+        if not claims and not ext_resources:
             return None, Status.skip()
         to_allocate: list[ResourceClaim] = []
         pinned: list[tuple[ResourceClaim, NodeSelector | None]] = []
@@ -225,8 +298,13 @@ class DynamicResources:
                             f"claim {c.key}, request {s.name}: device class {s.device_class_name} does not exist"
                         )
             to_allocate.append(c)
+        ext: _Extended | None = None
+        if ext_resources:
+            ext, st = self._pre_filter_extended(snap, pod, ext_resources, pinned)
+            if ext is None:
+                return None, st
         allocator = None
-        if to_allocate:
+        if to_allocate or (ext is not None and ext.allocates):
             if self._device_inputs_gen != snap.slices.generation:
                 self.device_inputs.clear()
                 self._device_inputs_gen = snap.slices.generation
@@ -243,6 +321,8 @@ class DynamicResources:
             snap.slices.generation,
             snap.class_generation,
             snap.ledger.shared_revision,
+            self.taint_rules(snap).generation,  # keys _results and the equal-pod reuse memo
+            None if ext is None else (tuple(ext.resources.items()), ext.claim.meta.uid if ext.existing else ""),
         )
         state.write(
             STATE_KEY,
@@ -254,25 +334,87 @@ class DynamicResources:
                 allocator,
                 signature,
                 owner=self,
+                ext=ext,
             ),
         )
         return None, Status.ok()
 
+    def _pre_filter_extended(
+        self,
+        snap: Snapshot,
+        pod: Pod,
+        resources: dict[str, int],
+        pinned: list[tuple[ResourceClaim, NodeSelector | None]],
+    ) -> tuple[_Extended | None, Status]:
+        """``preFilterExtendedResources``: the claim an earlier attempt created, or a new in-memory one."""
+        found = find_extended_claim(snap.claims, pod)
+        if found is None:
+            raw = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {
+                    "name": SPECIAL_CLAIM_NAME,
+                    "namespace": pod.namespace,
+                    "uid": temp_uid(pod),
+                    "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                },
+                "spec": {},
+            }
+            return _Extended(pod, resources, claim_from(raw), existing=False), Status.ok()
+        if found.meta.deleting:
+            return None, Status.unresolvable(f"resourceclaim {found.key} is being deleted")
+        if found.allocation is not None:
+            if any(r.uid != pod.uid for r in found.reserved_for):
+                return None, Status.unresolvable(f"resourceclaim {found.key} in use")
+            pinned.append((found, found.allocation.node_selector))
+        elif snap.ledger.is_pending(found.meta.uid):
+            return None, Status.unresolvable(f"resource claim {found.key} is in the process of being allocated")
+        return _Extended(pod, resources, found, existing=True), Status.ok()
+
+    def _ext_node(self, state: CycleState, ext: _Extended, node: NodeInfo) -> tuple[NodeRequests, ClaimInput | None]:
+        """``filterExtendedResources``: what the special claim requests on ``node`` and its allocator input
+        (None: nothing to allocate there)."""
+        got = ext.nodes.get(node.name)
+        if got is not None and got[0] is node.node:
+            return got[1], got[2]
+        nr = node_requests(ext.pod, node.node, state.snapshot.classes)
+        inp: ClaimInput | None = None
+        if not nr.error and nr.requests and ext.allocates:
+            claim = ext.claim
+            spec = claim.spec if ext.existing else claim_spec_from({"devices": {"requests": list(nr.requests)}})
+            inp = ClaimInput(claim.key, claim.meta.uid, spec)
+        ext.nodes[node.name] = (node.node, nr, inp)
+        return nr, inp
+
+    def _node_inputs(self, state: CycleState, data: _CycleData, node: NodeInfo) -> list[ClaimInput]:
+        """The allocator's inputs on ``node``: the pod's unallocated claims, then the special claim's."""
+        if data.ext is None:
+            return data.inputs
+        inp = self._ext_node(state, data.ext, node)[1]
+        return data.inputs if inp is None else [*data.inputs, inp]
+
     # --- Filter ----------------------------------------------------------------------------------------
 
+    def taint_rules(self, snap: Snapshot) -> TaintRules:
+        """The snapshot's DeviceTaintRules; their generation changes when a selector or taint does."""
+        return self._taint_rules.current(snap.objects_of(TAINT_RULE_KIND))
+
     def _node_pools(self, snap: Snapshot, info: NodeInfo) -> list[Pool]:
-        key = (snap.slices.generation, id(info.node))
+        rules = self.taint_rules(snap)
+        key = (snap.slices.generation, id(info.node), rules.generation)
         cached = self._pools.get(info.name)
         if cached is not None and cached[0] == key:
             return cached[1]
-        pools = gather_pools(info.node, snap.slices.for_node(info.name), snap.slices.by_pool, self.features)
+        pools = gather_pools(info.node, snap.slices.for_node(info.name), snap.slices.by_pool, self.features, rules)
         self._pools[info.name] = (key, pools)
         return pools
 
-    def sign(self, state: CycleState, pod: Pod) -> Hashable:
+    def sign(self, state: CycleState, pod: Pod) -> Hashable | None:
         data: _CycleData | None = state.read(STATE_KEY)
         if data is None:
             return ()
+        if data.ext is not None:
+            return None  # as NodeResourcesFit: no reuse for pods with extended resources backed by DRA
         return (data.signature, tuple(sel for _, sel in data.pinned))
 
     def node_token(self, state: CycleState, node: NodeInfo) -> Hashable:
@@ -285,6 +427,14 @@ class DynamicResources:
         for claim, sel in data.pinned:
             if sel is not None and not node_selector_matches(sel, node.node.labels, node.name):
                 return Status.unresolvable(f"resourceclaim {claim.key} not available on the node")
+        ext = data.ext
+        if ext is not None:
+            nr, _ = self._ext_node(state, ext, node)
+            if nr.error:
+                return Status.unresolvable(nr.error)
+            if ext.existing and request_shape(claim_requests_raw(ext.claim)) != request_shape(nr.requests):
+                # the claim an earlier attempt created does not fit what this node needs
+                return Status.unresolvable("cannot schedule extended resource claim")
         if data.allocator is None:
             return Status.ok()
         try:
@@ -294,7 +444,7 @@ class DynamicResources:
             # never cached; the pod goes to backoff and the message reaches its condition.
             return Status.error(str(e))
         if result is None:
-            return Status.unresolvable(_render(reason, data))
+            return Status.unresolvable(_render(reason, self._node_inputs(state, data, node)))
         return Status.ok()
 
     def _result_for(self, state: CycleState, data: _CycleData, node: NodeInfo) -> _Cached:
@@ -303,12 +453,17 @@ class DynamicResources:
         if got is not None:
             return got, ""
         snap = state.snapshot
-        key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature)
+        inputs = self._node_inputs(state, data, node)
+        ext_shape: Any = None
+        if data.ext is not None:
+            nr, _ = self._ext_node(state, data.ext, node)
+            ext_shape = (request_shape(nr.requests), nr.error, len(inputs))
+        key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature, ext_shape)
         cached = self._results.get(key)
         if cached is None or cached[2] is not node.node:
             if data.allocator is not None and data.allocator.device_order is None:
                 data.allocator.device_order = state.read(DEVICE_ORDER_KEY)  # GpuTopology's PreFilter ran later
-            computed = self._allocate(data, snap, node)
+            computed = self._allocate(data, snap, node, inputs)
             if len(self._results) > 200_000:
                 self._results.clear()
             self._results[key] = (computed[0], computed[1], node.node)
@@ -320,30 +475,39 @@ class DynamicResources:
             data.node_allocations[node.name] = result
         return result, reason
 
-    def _allocate(self, data: _CycleData, snap: Snapshot, node: NodeInfo) -> _Cached:
+    def _allocate(self, data: _CycleData, snap: Snapshot, node: NodeInfo, inputs: list[ClaimInput]) -> _Cached:
         assert data.allocator is not None
         self.stats["filter_allocations"] += 1
         pools = self._node_pools(snap, node)
         try:
-            result = data.allocator.allocate(node.node, data.inputs, pools)
+            result = data.allocator.allocate(node.node, inputs, pools)
         except FailedOnNode as e:
             return None, str(e)
         if result is None:
-            return None, self._diagnose(data, snap, node, pools)
+            return None, self._diagnose(data, snap, node, pools, inputs)
+        if data.ext is not None and data.ext.allocates and len(inputs) == len(data.inputs):
+            result = [*result, EMPTY_ALLOCATION]  # the node serves the extended resources natively
         return result, ""
 
-    def _diagnose(self, data: _CycleData, snap: Snapshot, node: NodeInfo, pools: list[Pool]) -> str:
+    def _diagnose(
+        self, data: _CycleData, snap: Snapshot, node: NodeInfo, pools: list[Pool], inputs: list[ClaimInput]
+    ) -> str:
         """Name the first request that cannot be met on this node on its own, and why."""
         assert data.allocator is not None
         probe = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
-        for i, inp in enumerate(data.inputs):
+        ext_requests: dict[str, str] = {}  # request name -> extended resource, for the special claim
+        if data.ext is not None and len(inputs) > len(data.inputs):
+            nr = self._ext_node_cached(data.ext, node)
+            ext_requests = {m["requestName"]: m["resourceName"] for m in nr.mappings} if nr is not None else {}
+        for i, inp in enumerate(inputs):
+            is_ext = i >= len(data.inputs)
             for req in inp.spec.requests:
                 specs = [req.exactly] if req.exactly is not None else list(req.first_available)
                 best = ""
                 for s in specs:
                     if s is None:
                         continue
-                    matching, free = _count_devices(probe, node, pools, inp, s)
+                    matching, free, tainted = _count_devices(probe, node, pools, inp, s)
                     need = s.count if s.allocation_mode == ALLOCATION_MODE_EXACT else max(1, matching)
                     if free >= need:
                         best = ""
@@ -352,15 +516,23 @@ class DynamicResources:
                     if matching == 0:
                         why = f"no device matches class {s.device_class_name} and the request's selectors"
                     else:
-                        why = f"{matching} match(es), {free} free"
-                    best = (
-                        best or f"claim {_claim_ref(i)}, request {s.name}: needs {what} of class {s.device_class_name}: {why}"
+                        why = f"{matching} match(es), {free} free{tainted}"
+                    where = (
+                        f"extended resource {ext_requests.get(s.name, '?')} (request {s.name})"
+                        if is_ext
+                        else f"claim {_claim_ref(i)}, request {s.name}"
                     )
+                    best = best or f"{where}: needs {what} of class {s.device_class_name}: {why}"
                 if best:
                     return best
         if any(p.incomplete for p in pools):
             return "cannot allocate all claims (some resource pools are being updated)"
         return "cannot allocate all claims: requests fit one by one but not together (constraints or shared devices)"
+
+    @staticmethod
+    def _ext_node_cached(ext: _Extended, node: NodeInfo) -> NodeRequests | None:
+        got = ext.nodes.get(node.name)
+        return got[1] if got is not None and got[0] is node.node else None
 
     # --- gangs ---------------------------------------------------------------------------------------------
 
@@ -372,16 +544,16 @@ class DynamicResources:
         inputs: list[ClaimInput] = []
         spans: list[tuple[int, int]] = []
         seen: set[str] = set()
-        for d in datas:
+        for d, st in zip(datas, states, strict=True):
             start = len(inputs)
             if d is not None and d.allocator is not None:
-                for inp in d.inputs:
+                for inp in self._node_inputs(st, d, node):
                     if inp.uid in seen:
                         raise AllocationError(f"claim {inp.key} is shared by two members placed on one node")
                     seen.add(inp.uid)
                     inputs.append(inp)
             spans.append((start, len(inputs)))
-        if not inputs:
+        if not inputs and not any(d is not None and d.ext is not None and d.ext.allocates for d in datas):
             return [[] for _ in states]
         snap = states[-1].snapshot
         allocator = Allocator(
@@ -396,14 +568,17 @@ class DynamicResources:
         if result is None:
             return None
         out = [result[a:b] for a, b in spans]
-        for d, r in zip(datas, out, strict=True):
+        for i, (d, r) in enumerate(zip(datas, out, strict=True)):
+            if d is not None and d.ext is not None and d.ext.allocates and len(r) == len(d.inputs):
+                out[i] = r = [*r, EMPTY_ALLOCATION]
             if d is not None and d.allocator is not None:
                 d.node_allocations[node.name] = r
         return out
 
     def claims_to_allocate(self, state: CycleState) -> list[ResourceClaim]:
+        """The claims the allocator allocates for the pod, in the order of its allocations."""
         data: _CycleData | None = state.read(STATE_KEY)
-        return [] if data is None else list(data.to_allocate)
+        return [] if data is None else data.alloc_claims()
 
     def set_allocation(self, state: CycleState, node: str, allocs: list[ClaimAllocation]) -> None:
         data: _CycleData | None = state.read(STATE_KEY)
@@ -428,7 +603,7 @@ class DynamicResources:
         if not allocs:
             return 0
         total = 0
-        for inp, alloc in zip(data.inputs, allocs, strict=True):
+        for inp, alloc in zip(data.inputs, allocs, strict=False):  # the special claim has no firstAvailable
             firsts = {r.name: [s.name for s in r.first_available] for r in inp.spec.requests if r.first_available}
             seen: set[str] = set()
             for res in alloc.results:
@@ -451,14 +626,14 @@ class DynamicResources:
 
     def reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
         data: _CycleData | None = state.read(STATE_KEY)
-        if data is None or not data.to_allocate:
+        if data is None or not data.alloc_claims():
             return Status.ok()
         info = state.snapshot.node_map.get(node)
         allocs = self._result_for(state, data, info)[0] if info is not None else None
         if allocs is None:
             return Status.error(f"no allocation was computed for node {node}")
         ledger = state.snapshot.ledger
-        for claim, alloc in zip(data.to_allocate, allocs, strict=True):
+        for claim, alloc in zip(data.alloc_claims(), allocs, strict=True):
             ledger.reserve(claim.meta.uid, claim.key, alloc.results)
             data.reserved.append(claim)
         return Status.ok()
@@ -491,6 +666,76 @@ class DynamicResources:
             if alloc is not None:
                 rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
                 ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
+        if data.ext is not None:
+            return await self._pre_bind_extended(state, data, data.ext, pod, node, api)
+        return Status.ok()
+
+    async def _pre_bind_extended(
+        self, state: CycleState, data: _CycleData, ext: _Extended, pod: Pod, node: str, api: ClusterAPI
+    ) -> Status:
+        """``bindClaim`` for the special claim: create it (unless an earlier attempt did), finalizer, then
+        allocation + reservedFor, then ``pod.status.extendedResourceClaimStatus``."""
+        try:
+            return await self._bind_extended(state, data, ext, pod, node, api)
+        finally:
+            if not ext.existing:
+                # the in-memory claim's in-flight entry (its devices are assumed under the real claim now,
+                # or there were none on this node)
+                state.snapshot.ledger.unreserve(ext.claim.meta.uid)
+
+    async def _bind_extended(
+        self, state: CycleState, data: _CycleData, ext: _Extended, pod: Pod, node: str, api: ClusterAPI
+    ) -> Status:
+        got = ext.nodes.get(node)
+        info = state.snapshot.node_map.get(node)
+        if got is not None:
+            nr = got[1]
+        elif info is not None:
+            nr = node_requests(pod, info.node, state.snapshot.classes)
+        else:
+            return Status.error(f"extended resource claim not found for node {node}")
+        alloc: ClaimAllocation | None = None
+        if ext.allocates:
+            allocs = data.node_allocations.get(node) or []
+            if len(allocs) != len(data.alloc_claims()):
+                return Status.error(f"extended resource claim not found for node {node}")
+            alloc = allocs[-1]
+            if not nr.requests:
+                return Status.ok()  # the node serves the extended resources natively (device plugin)
+        elif not nr.requests:
+            return Status.ok()
+        ledger = state.snapshot.ledger
+        claim = ext.claim
+        if not ext.existing:
+            try:
+                created = await api.create("ResourceClaim", new_claim_object(pod, nr.requests))
+            except ApiError as e:
+                return Status.error(f"create claim for extended resources of pod {pod.key}: {e}")
+            claim = ext.created = claim_from(created)
+        if not any(r.uid == pod.uid for r in claim.reserved_for):
+            try:
+                written = await self._bind_claim(api, claim, pod, alloc)
+            except _BindError as e:
+                return Status.error(str(e))
+            if alloc is not None:
+                rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
+                ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
+        if not nr.mappings:
+            return Status.error(
+                f"nil or empty request mappings, no update of pod {pod.key} ExtendedResourceClaimStatus"
+            )
+        want = {"requestMappings": [dict(m) for m in nr.mappings], "resourceClaimName": claim.name}
+        if (pod.raw.get("status") or {}).get("extendedResourceClaimStatus") != want:
+            try:
+                await api.patch(
+                    "Pod",
+                    pod.namespace,
+                    pod.name,
+                    {"metadata": {"uid": pod.uid}, "status": {"extendedResourceClaimStatus": want}},
+                    subresource="status",
+                )
+            except ApiError as e:
+                return Status.error(f"update pod {pod.key} ExtendedResourceClaimStatus: {e}")
         return Status.ok()
 
     async def _bind_claim(
@@ -579,10 +824,51 @@ class DynamicResources:
                     ledger.assume(claim.meta.uid, claim.key, None, rv)
                 break
         data.written.clear()
+        ext = data.ext
+        if ext is not None:
+            # unreserveExtendedResourceClaim: a special claim that exists in the API server is deleted
+            target = ext.created or (ext.claim if ext.existing else None)
+            ext.created = None
+            if target is not None:
+                await _delete_claim(api, target, pod)
 
 
 class _BindError(Exception):
     pass
+
+
+async def _delete_claim(api: ClusterAPI, claim: ResourceClaim, pod: Pod) -> None:
+    """``deleteClaim``: drop the delete-protection finalizer (conflicts retried), then delete."""
+    for attempt in range(CONFLICT_RETRIES):
+        try:
+            obj = await api.get("ResourceClaim", claim.namespace, claim.name)
+        except NotFound:
+            return
+        except ApiError as e:
+            log.warning("rollback: cannot read claim", claim=claim.key, pod=pod.key, error=str(e))
+            return
+        meta = obj.setdefault("metadata", {})
+        if meta.get("uid") != claim.meta.uid:
+            return
+        finalizers = list(meta.get("finalizers") or [])
+        if CLAIM_FINALIZER not in finalizers:
+            break
+        meta["finalizers"] = [f for f in finalizers if f != CLAIM_FINALIZER]
+        try:
+            await api.update("ResourceClaim", obj)
+        except Conflict:
+            await asyncio.sleep(0.01 * (attempt + 1))
+            continue
+        except ApiError as e:
+            log.warning("rollback: cannot remove the claim's finalizer", claim=claim.key, pod=pod.key, error=str(e))
+            return
+        break
+    try:
+        await api.delete("ResourceClaim", claim.namespace, claim.name)
+    except NotFound:
+        pass
+    except ApiError as e:
+        log.warning("rollback: cannot delete claim", claim=claim.key, pod=pod.key, error=str(e))
 
 
 def node_allocation(state: CycleState, node: NodeInfo) -> list[ClaimAllocation] | None:
@@ -604,15 +890,19 @@ def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(dict(raw))
 
 
-def _count_devices(probe: Allocator, node: NodeInfo, pools: list[Pool], inp: ClaimInput, spec: Any) -> tuple[int, int]:
-    """(devices on the node matching the request's class and selectors, how many of them are free)."""
+def _count_devices(
+    probe: Allocator, node: NodeInfo, pools: list[Pool], inp: ClaimInput, spec: Any
+) -> tuple[int, int, str]:
+    """(devices on the node matching the request's class and selectors, how many of them are free, a note on
+    the unallocated ones a device taint the request does not tolerate keeps from being free)."""
     from plugins.dra.allocator import _Req
 
     cls = probe.classes.get(spec.device_class_name)
     if cls is None:
-        return 0, 0
+        return 0, 0, ""
     rd = _Req(spec, cls, 0, [], bool(spec.admin_access), dict(spec.capacity))
-    matching = free = 0
+    matching = free = tainted = 0
+    first_taint = None
     for p in pools:
         if p.incomplete or p.invalid:
             continue
@@ -627,8 +917,18 @@ def _count_devices(probe: Allocator, node: NodeInfo, pools: list[Pool], inp: Cla
             if not probe.ledger.is_allocated(c.id) and (
                 c.device.allow_multiple_allocations or not probe.ledger.has_shares(c.id)
             ):
+                t = (
+                    untolerated_taint((*c.device.taints, *c.rule_taints), spec.tolerations)
+                    if probe.features.device_taints
+                    else None
+                )
+                if t is not None:
+                    tainted += 1
+                    first_taint = first_taint or t
+                    continue
                 free += 1
-    return matching, free
+    note = f", {tainted} tainted ({describe_taint(first_taint)} not tolerated)" if first_taint is not None else ""
+    return matching, free, note
 
 
 def _validate(args: Mapping[str, Any], path: str) -> list[str]:
@@ -664,6 +964,7 @@ _GATES = {
     "DRADeviceTaints",
     "DRAConsumableCapacity",
     "DRADeviceBindingConditions",
+    "DRADeviceTaintRules",
 }
 
 SPEC = PluginSpec(

@@ -1,19 +1,33 @@
 """NodeResourcesFit: does the pod's request fit the node's free allocatable; how full would it be.
 
-kube-scheduler (``pkg/scheduler/framework/plugins/noderesources/fit.go``):
+kube-scheduler v1.37.2 (``pkg/scheduler/framework/plugins/noderesources/fit.go``, ``resource_allocation.go``,
+``least_allocated.go``, ``most_allocated.go``, ``requested_to_capacity_ratio.go``; args
+``NodeResourcesFitArgs``, defaults ``apis/config/v1/defaults.go``, validation
+``apis/config/validation/validation_pluginargs.go``):
 
-* PreFilter computes the pod's effective requests (containers, init containers, sidecars, overhead —
-  ``pod.requests`` here) and stores them in the cycle state.
+* PreFilter computes the pod's effective requests (``resource.PodRequests``: containers, init containers,
+  sidecars, pod-level ``spec.resources`` — PodLevelResources, beta, on — and overhead; ``pod.requests``
+  here). A pod whose resource quantities the API server would refuse (negative, unparsable, non-integer
+  extended resources, requests above limits) is UnschedulableAndUnresolvable with the field named
+  (``scheduler.model.pod_resource_errors``): such a value never counts, let alone adds capacity.
 * Filter (``fitsRequest``): ``Too many pods`` when the node already holds ``allocatable.pods`` pods;
   then, for every resource the pod requests with a non-zero amount, ``Insufficient <resource>`` when
-  ``request > allocatable - requested`` (an extended resource the node does not list has allocatable
-  0). Extended resources in ``ignoredResources`` or whose domain is in ``ignoredResourceGroups`` are not
-  checked. All reasons are kept; the status is Unschedulable, or UnschedulableAndUnresolvable when some
-  request exceeds the node's whole allocatable (preemption cannot help).
+  ``request > allocatable - requested`` (a scalar resource the node does not list has allocatable 0).
+  Extended resources in ``ignoredResources`` or whose domain is in ``ignoredResourceGroups`` are not
+  checked. A resource a DeviceClass maps (``extendedResourceName`` or ``deviceclass.resource.kubernetes.io/
+  <class>``, DRAExtendedResource, GA) is not checked on a node that does not list it with a non-zero
+  allocatable: DynamicResources allocates it there (``shouldDelegateResourceToDRA``). All reasons are
+  kept; the status is Unschedulable, or UnschedulableAndUnresolvable when some request exceeds the node's
+  whole allocatable (preemption cannot help).
 * PreScore/Score: ``scoringStrategy`` LeastAllocated (default), MostAllocated or
-  RequestedToCapacityRatio over ``resources`` (default cpu and memory, weight 1). cpu and memory count
-  the node's non-zero requests plus the pod's request defaulted to 100m / 200Mi when zero; other
-  resources count plain requests, and a scalar resource the pod does not request is left out.
+  RequestedToCapacityRatio over ``resources`` (default cpu and memory, weight 1). cpu and memory count the
+  node's non-zero requests plus the pod's request with 100m / 200Mi for every container that requests
+  none (``calculatePodResourceRequest``); ephemeral-storage and scalar resources count plain requests; a
+  scalar resource the pod does not request, or the node has no allocatable for, is left out. A
+  DRA-backed resource the node does not list counts the node's devices of the mapped class and those in
+  use (``calculateDRAResourceTotals``). Requests of pods already on the node are max(spec, allocated,
+  actuated) (InPlacePodVerticalScaling, GA).
+* Signature (``SignPod``): the pod's requests; none (no reuse) when a request may be served through DRA.
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
+from plugins.dra.extended import backing_class, device_totals, is_dra_extended_resource_name, should_delegate
 from plugins.noderesources.scoring import (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
@@ -31,14 +46,14 @@ from plugins.noderesources.scoring import (
     most_allocated_scorer,
     requested_to_capacity_ratio_scorer,
 )
-from scheduler.cache import DEFAULT_MEMORY, DEFAULT_MILLI_CPU
 from scheduler.framework.interface import Code, CycleState, Status
 from scheduler.framework.registry import PluginSpec
-from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
+from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_resource_errors, pod_score_requests
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from plugins.dra.cel import SelectorCache
+    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.model import DeviceClass, Pod
 
 NAME = "NodeResourcesFit"
 _PRE_FILTER_KEY = "PreFilter" + NAME
@@ -89,21 +104,45 @@ class FitArgs:
     shape: tuple[tuple[int, int], ...] = ()
 
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_QUALIFIED_MSG = (
+    "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+    "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' "
+    "(e.g. 'example.com/MyName')"
+)
 
 
-def _label_name_error(value: str) -> str | None:
-    """``ValidateLabelName``: a qualified name ``[prefix/]name``."""
-    prefix, slash, name = value.rpartition("/")
-    if slash and (not prefix or "/" in prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
-        return "prefix part must be a lowercase RFC 1123 subdomain"
-    if not name or len(name) > 63 or not _NAME_RE.match(name):
-        return (
-            "name part must be non-empty, at most 63 characters, consist of alphanumeric characters, "
-            "'-', '_' or '.', and start and end with an alphanumeric character"
+def _label_name_errors(value: str) -> list[str]:
+    """``metav1validation.ValidateLabelName`` (``IsQualifiedName``)."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        prefix, name = "", parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+    else:
+        return [_QUALIFIED_MSG]
+    errs: list[str] = []
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+        errs.append(
+            "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+            "'-' or '.', and must start and end with an alphanumeric character"
         )
-    return None
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part must be no more than 63 bytes")
+    elif not _NAME_RE.match(name):
+        errs.append(_NAME_MSG)
+    return errs
 
 
 def _is_int(v: Any) -> TypeGuard[int]:
@@ -125,43 +164,47 @@ def _validate_names(raw: Any, path: str, group: bool) -> list[str]:
             continue
         if group and "/" in v:
             errs.append(f"{p}: resource group name can't contain '/'")
-        e = _label_name_error(v)
-        if e:
-            errs.append(f"{p}: invalid name {v!r}: {e}")
+        errs += [f"{p}: invalid name {v!r}: {e}" for e in _label_name_errors(v)]
     return errs
 
 
 def _validate_shape(raw: Any, path: str) -> list[str]:
+    """``validateFunctionShape``: sorted utilizations (first violation only), then the ranges."""
     if not isinstance(raw, list) or not raw:
         return [f"{path}: at least one point must be specified"]
     errs: list[str] = []
-    prev: int | None = None
-    ordered = True
+    points: list[tuple[Any, Any]] = []
     for i, pt in enumerate(raw):
         p = f"{path}[{i}]"
         if not isinstance(pt, Mapping):
             errs.append(f"{p}: must be an object")
+            points.append((None, None))
             continue
         errs += _unknown(pt, ("utilization", "score"), p)
-        u, s = pt.get("utilization"), pt.get("score", 0)
+        u, s = pt.get("utilization", 0), pt.get("score", 0)
         if not _is_int(u):
             errs.append(f"{p}.utilization: must be an integer")
-        else:
-            if ordered and prev is not None and prev >= u:
-                errs.append(f"{p}.utilization: must be greater than prior point utilization")
-                ordered = False
-            prev = u
-            if not 0 <= u <= MAX_UTILIZATION:
-                errs.append(f"{p}.utilization: not in valid range [0, {MAX_UTILIZATION}]")
+            u = None
         if not _is_int(s):
             errs.append(f"{p}.score: must be an integer")
-        elif not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-            errs.append(f"{p}.score: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+            s = None
+        points.append((u, s))
+    for i in range(1, len(points)):
+        a, b = points[i - 1][0], points[i][0]
+        if a is not None and b is not None and a >= b:
+            errs.append(f"{path}[{i}].utilization: values must be sorted in increasing order")
+            break
+    for i, (u, s) in enumerate(points):
+        if u is not None and not 0 <= u <= MAX_UTILIZATION:
+            errs.append(f"{path}[{i}].utilization: not in valid range [0, {MAX_UTILIZATION}]")
+        if s is not None and not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
+            errs.append(f"{path}[{i}].score: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
     return errs
 
 
 def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
-    """``ValidateNodeResourcesFitArgs`` with field paths under ``path``."""
+    """``ValidateNodeResourcesFitArgs`` (after ``SetDefaults_NodeResourcesFitArgs``: no or empty
+    ``resources`` mean cpu and memory, a weight left out or 0 means 1), field paths under ``path``."""
     errs = _unknown(args, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy"), path)
     if args.get("ignoredResources") is not None:
         errs += _validate_names(args["ignoredResources"], f"{path}.ignoredResources", False)
@@ -189,31 +232,33 @@ def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
                     errs.append(f"{rp}: must be an object")
                     continue
                 errs += _unknown(r, ("name", "weight"), rp)
-                name = r.get("name")
-                if not isinstance(name, str) or not name:
-                    errs.append(f"{rp}.name: required")
-                w = r.get("weight", 1)
+                name = r.get("name", "")
+                if not isinstance(name, str):
+                    errs.append(f"{rp}.name: must be a string")
+                w = r.get("weight") or 1  # SetDefaults: 0 / absent -> 1
                 if not _is_int(w) or not 0 < w <= 100:
                     errs.append(f"{rp}.weight: resource weight of {name} not in valid range (0, 100]")
     rtcr = ss.get("requestedToCapacityRatio")
     rp = f"{sp}.requestedToCapacityRatio"
-    if rtcr is not None:
-        if not isinstance(rtcr, Mapping):
+    if typ == REQUESTED_TO_CAPACITY_RATIO:
+        if rtcr is None:
+            errs.append(f"{rp}: must be specified when type is {REQUESTED_TO_CAPACITY_RATIO}")
+        elif not isinstance(rtcr, Mapping):
             errs.append(f"{rp}: must be an object")
         else:
             errs += _unknown(rtcr, ("shape",), rp)
             errs += _validate_shape(rtcr.get("shape"), f"{rp}.shape")
-    elif typ == REQUESTED_TO_CAPACITY_RATIO:
-        errs.append(f"{rp}: required when type is {REQUESTED_TO_CAPACITY_RATIO}")
+    elif rtcr is not None and typ in STRATEGIES:
+        errs.append(f"{rp}: must be nil when type is not {REQUESTED_TO_CAPACITY_RATIO}")
     return errs
 
 
 def parse_args(args: Mapping[str, Any]) -> FitArgs:
     """Defaulted args (assumed valid: the config loader runs ``validate_args`` first)."""
     ss = args.get("scoringStrategy") or {}
-    resources = tuple((str(r["name"]), int(r.get("weight") or 1)) for r in ss.get("resources") or ())
+    resources = tuple((str(r.get("name", "")), int(r.get("weight") or 1)) for r in ss.get("resources") or ())
     shape = tuple(
-        (int(p["utilization"]), int(p.get("score", 0)))
+        (int(p.get("utilization", 0)), int(p.get("score", 0)))
         for p in (ss.get("requestedToCapacityRatio") or {}).get("shape") or ()
     )
     return FitArgs(
@@ -238,14 +283,19 @@ class Insufficient:
     unresolvable: bool
 
 
+_NO_CLASSES: Mapping[str, DeviceClass] = {}
+
+
 def fits_request(
     requests: Mapping[str, int],
     node: NodeInfo,
     ignored_resources: frozenset[str] = frozenset(),
     ignored_groups: frozenset[str] = frozenset(),
+    classes: Mapping[str, DeviceClass] = _NO_CLASSES,
 ) -> list[Insufficient]:
     """``fitsRequest``: every resource that does not fit, in kube-scheduler's order (pods, cpu, memory,
-    ephemeral-storage, then scalar resources, here sorted by name for determinism)."""
+    ephemeral-storage, then scalar resources, here sorted by name for determinism). ``classes``: the
+    DeviceClasses, for resources DynamicResources serves on this node."""
     out: list[Insufficient] = []
     alloc, used = node.node.allocatable, node.requested
     allowed_pods = alloc.get(PODS, 0)
@@ -263,6 +313,8 @@ def fits_request(
             res in ignored_resources or (ignored_groups and res.split("/", 1)[0] in ignored_groups)
         ):
             continue
+        if classes and is_dra_extended_resource_name(res) and should_delegate(res, node.node, classes):
+            continue
         cap = alloc.get(res, 0)
         if want > cap - used.get(res, 0):
             out.append(Insufficient(res, f"Insufficient {res}", want, used.get(res, 0), cap, want > cap))
@@ -278,6 +330,11 @@ def _scorer(args: FitArgs) -> Scorer:
     return least_allocated_scorer(weights)
 
 
+def _classes(state: CycleState) -> Mapping[str, DeviceClass]:
+    snap: Snapshot | None = state.snapshot
+    return snap.classes if snap is not None else _NO_CLASSES
+
+
 class NodeResourcesFit:
     name: ClassVar[str] = NAME
 
@@ -285,10 +342,16 @@ class NodeResourcesFit:
         self.args = parse_args(args or {})
         self.resources: tuple[str, ...] = tuple(n for n, _ in self.args.resources)
         self._scorer = _scorer(self.args)
+        # scoring of DRA-backed extended resources among ``resources`` (CEL on the class selectors)
+        self._dra_scored = any(is_dra_extended_resource_name(r) for r in self.resources)
+        self._selectors: SelectorCache | None = None
 
     # --- filtering ---------------------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[None, Status]:
+        errors = pod_resource_errors(pod)
+        if errors:
+            return None, Status.unresolvable(f'Pod "{pod.key}" is invalid: {"; ".join(errors)}')
         state.write(_PRE_FILTER_KEY, pod.requests)
         return None, Status.ok()
 
@@ -296,7 +359,9 @@ class NodeResourcesFit:
         requests = state.read(_PRE_FILTER_KEY)
         if requests is None:
             requests = pod.requests
-        bad = fits_request(requests, node, self.args.ignored_resources, self.args.ignored_resource_groups)
+        bad = fits_request(
+            requests, node, self.args.ignored_resources, self.args.ignored_resource_groups, _classes(state)
+        )
         if not bad:
             return Status.ok()
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(b.unresolvable for b in bad) else Code.UNSCHEDULABLE
@@ -305,31 +370,44 @@ class NodeResourcesFit:
     # --- scoring -----------------------------------------------------------------------------------------
 
     def pod_score_requests(self, pod: Pod) -> tuple[int, ...]:
-        """``calculatePodResourceRequestList`` with non-missing defaults for cpu and memory."""
-        out = []
-        for res in self.resources:
-            v = pod.requests.get(res, 0)
-            if res == CPU:
-                v = v or DEFAULT_MILLI_CPU
-            elif res == MEMORY:
-                v = v or DEFAULT_MEMORY
-            out.append(v)
-        return tuple(out)
+        """``calculatePodResourceRequestList``: cpu and memory with 100m / 200Mi per container without."""
+        reqs = pod_score_requests(pod)
+        return tuple(reqs.get(res, 0) for res in self.resources)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(_PRE_SCORE_KEY, self.pod_score_requests(pod))
         return Status.ok()
 
-    @staticmethod
-    def _allocatable_requested(node: NodeInfo, res: str, pod_request: int) -> tuple[int, int]:
-        """``calculateResourceAllocatableRequest``: (allocatable, requested incl. the pod)."""
-        if pod_request == 0 and is_scalar_resource(res):
+    def _dra_totals(self, state: CycleState, node: NodeInfo, res: str) -> tuple[int, int]:
+        """``calculateDRAExtendedResourceAllocatableRequest``: devices of the class mapped to ``res``."""
+        snap: Snapshot | None = state.snapshot
+        if snap is None:
             return 0, 0
+        cls = backing_class(snap.classes, res)
+        if cls is None:
+            return 0, 0
+        if self._selectors is None:
+            from plugins.dra.cel import SelectorCache, get_engine
+
+            self._selectors = SelectorCache(get_engine(None))
+        return device_totals(node.node, snap.slices.for_node(node.name), cls, snap.ledger, self._selectors)
+
+    def _allocatable_requested(self, state: CycleState, node: NodeInfo, res: str, pod_request: int) -> tuple[int, int]:
+        """``calculateResourceAllocatableRequest``: (allocatable, requested by the node's pods)."""
         alloc = node.node.allocatable
         if res in (CPU, MEMORY):
-            return alloc.get(res, 0), node.non_zero_requested.get(res, 0) + pod_request
-        if res == EPHEMERAL_STORAGE or res in alloc:
-            return alloc.get(res, 0), node.requested.get(res, 0) + pod_request
+            return alloc.get(res, 0), node.non_zero_requested.get(res, 0)
+        if res == EPHEMERAL_STORAGE:
+            return alloc.get(res, 0), node.requested.get(res, 0)
+        if not is_scalar_resource(res):
+            return 0, 0
+        cap = alloc.get(res, 0)
+        if cap == 0 and self._dra_scored:
+            total, used = self._dra_totals(state, node, res)
+            if total > 0:
+                return total, used
+        if res in alloc:
+            return cap, node.requested.get(res, 0)
         return 0, 0
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
@@ -339,17 +417,35 @@ class NodeResourcesFit:
         requested: list[int] = []
         allocatable: list[int] = []
         for res, want in zip(self.resources, pod_requests, strict=True):
-            a, r = self._allocatable_requested(node, res, want)
+            if want == 0 and is_scalar_resource(res):
+                requested.append(0)
+                allocatable.append(0)
+                continue
+            a, r = self._allocatable_requested(state, node, res, want)
             allocatable.append(a)
-            requested.append(r if a else 0)
+            requested.append(r + want if a else 0)
         return self._scorer(requested, allocatable)
 
-    def sign(self, state: CycleState, pod: Pod) -> Hashable:
-        return tuple(sorted(pod.requests.items()))
+    def sign(self, state: CycleState, pod: Pod) -> Hashable | None:
+        classes = _classes(state)
+        if classes and any(
+            q and is_dra_extended_resource_name(r) and should_delegate(r, None, classes)
+            for r, q in pod.requests.items()
+        ):
+            return None  # "signature disabled when dra extended resources are used in the cluster"
+        return (tuple(sorted(pod.requests.items())), self.pod_score_requests(pod))
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
-        # More allocatable (node added or updated) or a pod on a node deleted.
-        return (("Node", "Add"), ("Node", "Update"), ("Pod", "Delete"))
+        # More allocatable (node added or updated), a pod on a node deleted or scaled down (in-place
+        # resize), or a DeviceClass mapping an extended resource the pod asks for.
+        return (
+            ("Node", "Add"),
+            ("Node", "Update"),
+            ("Pod", "Delete"),
+            ("Pod", "Update"),
+            ("DeviceClass", "Add"),
+            ("DeviceClass", "Update"),
+        )
 
 
 SPEC = PluginSpec(

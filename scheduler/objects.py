@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from plugins.dra import taintrules
 from scheduler import storage, workloads
 
 Converter = Callable[[Mapping[str, Any]], Any]
@@ -29,4 +30,6 @@ OBJECT_KINDS: dict[str, Converter] = {
     # priorities and disruption budgets (admission in simulate, preemption)
     "PriorityClass": workloads.priorityclass_from,
     "PodDisruptionBudget": workloads.pdb_from,
+    # DRA: taints of DeviceTaintRules count as device taints (plugins/dra/taintrules.py)
+    "DeviceTaintRule": taintrules.rule_from,
 }

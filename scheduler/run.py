@@ -66,6 +66,7 @@ ALWAYS = (
     DEVICE_CLASS,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
+    _r.DEVICE_TAINT_RULE,
     # the default profile's other inputs (volumes, spread defaults, priorities, disruption budgets)
     _r.PERSISTENT_VOLUME,
     _r.PERSISTENT_VOLUME_CLAIM,

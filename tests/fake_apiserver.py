@@ -43,6 +43,7 @@ KINDS: dict[ResId, tuple[str, bool]] = {  # -> (kind, namespaced)
     ("resource.k8s.io", "v1", "resourceclaimtemplates"): ("ResourceClaimTemplate", True),
     ("resource.k8s.io", "v1", "resourceslices"): ("ResourceSlice", False),
     ("resource.k8s.io", "v1", "deviceclasses"): ("DeviceClass", False),
+    ("resource.k8s.io", "v1", "devicetaintrules"): ("DeviceTaintRule", False),
     ("scheduling.x-k8s.io", "v1alpha1", "podgroups"): ("PodGroup", True),
     ("scheduling.k8s.io", "v1beta1", "podgroups"): ("PodGroup", True),
     ("", "v1", "persistentvolumes"): ("PersistentVolume", False),

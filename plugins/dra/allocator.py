@@ -47,6 +47,7 @@ from typing import Any
 
 from plugins.dra.cel import CELError, DeviceInput, SelectorCache, device_input
 from plugins.dra.quantity import Quantity
+from plugins.dra.taintrules import TaintRules
 from scheduler.ledger import DeviceID, DeviceLedger, PoolID
 from scheduler.model import (
     ALLOCATION_MODE_ALL,
@@ -66,6 +67,7 @@ from scheduler.model import (
     ResourceSlice,
     SelectorRequirement,
     SelectorTerm,
+    Taint,
     node_selector_matches,
 )
 
@@ -91,6 +93,7 @@ class Features:
     prioritized_list: bool = True
     partitionable_devices: bool = True
     device_taints: bool = True
+    device_taint_rules: bool = True  # DRADeviceTaintRules: rule taints (plugins.dra.taintrules) count too
     consumable_capacity: bool = True
     binding_conditions: bool = True
 
@@ -122,6 +125,7 @@ class Candidate:
     device: Device
     id: DeviceID
     key: tuple[int, int]  # (slice serial, device index): the CEL cache key of this device generation
+    rule_taints: tuple[Taint, ...] = ()  # taints DeviceTaintRules add to the device's own (checked with them)
 
 
 @dataclass(slots=True)
@@ -166,8 +170,10 @@ def gather_pools(
     node_slices: Sequence[ResourceSlice],
     pool_slices: Mapping[PoolID, Sequence[ResourceSlice]],
     features: Features,
+    rules: TaintRules | None = None,
 ) -> list[Pool]:
-    """The pools usable from ``node``, sorted; incomplete and invalid ones included (flagged)."""
+    """The pools usable from ``node``, sorted; incomplete and invalid ones included (flagged). ``rules``:
+    the DeviceTaintRules whose taints the candidates carry (ignored without ``device_taint_rules``)."""
     collected: dict[PoolID, list[ResourceSlice]] = {}
     for s in node_slices:
         if not features.partitionable_devices and (s.per_device_node_selection or s.shared_counters):
@@ -194,7 +200,7 @@ def gather_pools(
             if len(pool_all) != slices[0].slice_count:
                 pools.append(Pool(pid, gen, incomplete=True))
                 continue
-        pools.append(_build_pool(pid, gen, pool_all, targeting, node, features))
+        pools.append(_build_pool(pid, gen, pool_all, targeting, node, features, rules))
     pools.sort(key=lambda p: (p.has_binding_conditions, p.id))
     return pools
 
@@ -206,6 +212,7 @@ def _build_pool(
     targeting: set[str],
     node: Node,
     features: Features,
+    rules: TaintRules | None = None,
 ) -> Pool:
     pool = Pool(pid, gen)
     ordered = sorted(slices, key=lambda s: s.name)
@@ -244,7 +251,10 @@ def _build_pool(
                 continue
             if d.binding_conditions:
                 pool.has_binding_conditions = True
-            pool.candidates.append(Candidate(pid, s, d, (pid[0], pid[1], d.name), (s.serial, i)))
+            cand = Candidate(pid, s, d, (pid[0], pid[1], d.name), (s.serial, i))
+            if rules and features.device_taint_rules:
+                cand.rule_taints = rules.taints_for(pid[0], pid[1], d.name)
+            pool.candidates.append(cand)
     return pool
 
 
@@ -791,8 +801,8 @@ class _Search:
                 if v < tentative.get(k, 0):
                     return None
         # taints
-        if self.f.device_taints and d.taints:
-            for t in d.taints:
+        if self.f.device_taints and (d.taints or c.rule_taints):
+            for t in d.taints + c.rule_taints if c.rule_taints else d.taints:
                 if t.effect in _BLOCKING_EFFECTS and not any(tol.tolerates(t) for tol in rd.spec.tolerations):
                     return None
         # constraints

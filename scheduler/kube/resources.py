@@ -51,6 +51,8 @@ RESOURCE_CLAIM = Resource("ResourceClaim", "resource.k8s.io", "v1", "resourcecla
 RESOURCE_CLAIM_TEMPLATE = Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True)
 RESOURCE_SLICE = Resource("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False)
 DEVICE_CLASS = Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
+# v1 since 1.37 (gate DRADeviceTaintRules, GA and on by default): taints that count as the devices' own
+DEVICE_TAINT_RULE = Resource("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False)
 
 # What kube-scheduler's default plugins read besides the above (volumes, priorities, disruption budgets
 # for preemption, owners for the default spreading), all GA and always served.
@@ -92,6 +94,7 @@ BY_KIND: dict[str, Resource] = {
         RESOURCE_CLAIM_TEMPLATE,
         RESOURCE_SLICE,
         DEVICE_CLASS,
+        DEVICE_TAINT_RULE,
         PERSISTENT_VOLUME,
         PERSISTENT_VOLUME_CLAIM,
         SERVICE,

@@ -25,6 +25,7 @@ CLUSTER_SCOPED = {
     "Node",
     "ResourceSlice",
     "DeviceClass",
+    "DeviceTaintRule",
     "Namespace",
     "PersistentVolume",
     "StorageClass",

@@ -22,6 +22,7 @@ OBJECT_KINDS: dict[str, Converter] = {
     "StorageClass": storage.storageclass_from,
     "CSINode": storage.csinode_from,
     "CSIDriver": storage.csidriver_from,
+    "CSIStorageCapacity": storage.csistoragecapacity_from,
     # workload controllers and services (PodTopologySpread's system default constraints)
     "Service": workloads.service_from,
     "ReplicationController": workloads.replicationcontroller_from,

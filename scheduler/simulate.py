@@ -26,6 +26,7 @@ from scheduler.config import SchedulerConfig, default_config, load_config_text
 from scheduler.memapi import CLUSTER_SCOPED, InMemoryAPI
 from scheduler.queue import FakeClock
 from scheduler.scheduler import Scheduler
+from scheduler.storage import VolumeControllers
 
 KINDS = {
     ("v1", "Node"),
@@ -41,10 +42,12 @@ KINDS = {
     ("storage.k8s.io/v1", "StorageClass"),
     ("storage.k8s.io/v1", "CSINode"),
     ("storage.k8s.io/v1", "CSIDriver"),
+    ("storage.k8s.io/v1", "CSIStorageCapacity"),
     ("scheduling.k8s.io/v1", "PriorityClass"),
     ("policy/v1", "PodDisruptionBudget"),
     ("resource.k8s.io/v1", "ResourceSlice"),
     ("resource.k8s.io/v1", "DeviceClass"),
+    ("resource.k8s.io/v1", "DeviceTaintRule"),
     ("resource.k8s.io/v1", "ResourceClaim"),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
@@ -59,6 +62,7 @@ ORDER = [
     "CSIDriver",
     "Node",
     "CSINode",
+    "CSIStorageCapacity",
     "PersistentVolume",
     "PersistentVolumeClaim",
     "Service",
@@ -68,6 +72,7 @@ ORDER = [
     "PodDisruptionBudget",
     "DeviceClass",
     "ResourceSlice",
+    "DeviceTaintRule",
     "ResourceClaimTemplate",
     "ResourceClaim",
     "PodGroup",
@@ -183,6 +188,30 @@ def admit_priorities(objs: Sequence[dict[str, Any]]) -> None:
         spec.setdefault("preemptionPolicy", policy)
 
 
+def admit_match_label_keys(objs: Sequence[dict[str, Any]]) -> None:
+    """What the API server does at pod creation since 1.34 (MatchLabelKeysInPodTopologySpreadSelectorMerge,
+    ``pkg/registry/core/pod/strategy.go`` ``mutateTopologySpreadConstraints``): for each topology spread
+    constraint with ``matchLabelKeys`` and a ``labelSelector``, append ``key In (pod's value)`` to the
+    selector's matchExpressions for every listed key the pod has. Unlike the API server, an identical
+    requirement already present (``kubectl get -o yaml`` input, merged once already) is not appended again;
+    the scheduler merges matchLabelKeys itself either way, so placements do not depend on this step."""
+    for o in objs:
+        if o["kind"] != "Pod":
+            continue
+        labels = (o.get("metadata") or {}).get("labels") or {}
+        for c in (o.get("spec") or {}).get("topologySpreadConstraints") or []:
+            if not isinstance(c, dict) or not c.get("matchLabelKeys") or not isinstance(c.get("labelSelector"), dict):
+                continue
+            sel = c["labelSelector"]
+            for key in c["matchLabelKeys"]:
+                if key in labels:
+                    if not isinstance(sel.get("matchExpressions"), list):
+                        sel["matchExpressions"] = []
+                    req = {"key": key, "operator": "In", "values": [labels[key]]}
+                    if req not in sel["matchExpressions"]:
+                        sel["matchExpressions"].append(req)
+
+
 def _config_from(objs: Iterable[Mapping[str, Any]]) -> SchedulerConfig | None:
     for o in objs:
         if o.get("kind") == "ConfigMap" and CONFIG_KEY in (o.get("data") or {}):
@@ -217,6 +246,7 @@ async def simulate(
     for ns in sorted(namespaces - declared):
         api.load("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     admit_priorities(objs)
+    admit_match_label_keys(objs)
     for kind in ORDER:
         for o in objs:
             if o["kind"] == kind:
@@ -224,9 +254,13 @@ async def simulate(
     for pod in api.list("Pod"):
         if (pod.get("spec") or {}).get("schedulerName") in names:
             await create_pod_claims(api, pod)
+    # kube-controller-manager's volume controllers (ephemeral PVCs, PV binding) and the provisioners: they
+    # run beside the scheduler while VolumeBinding's PreBind waits for the bindings (scheduler/storage.py).
+    volume_controllers = VolumeControllers(api)
+    await volume_controllers.start()
     pods = [p for p in api.list("Pod") if (p.get("spec") or {}).get("schedulerName") in names]
     pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
-    attempts: dict[str, int] = {}
+    attempts: dict[str, tuple[int, int]] = {}  # pod -> (attempts since the last bind anywhere, binds then)
     loaded = time.perf_counter()
     q = sched.queue
     while True:
@@ -242,11 +276,17 @@ async def simulate(
             q.flush()
             continue
         key = info.pod.key
-        attempts[key] = attempts.get(key, 0) + 1
-        if attempts[key] > max_attempts:
+        # A pod gives up after max_attempts failures in a row with no pod bound in between: a pod
+        # waiting for another one (pod affinity, a shared claim) is retried for as long as others bind.
+        bound = sched.attempts["scheduled"]
+        n, seen = attempts.get(key, (0, -1))
+        n = 1 if seen != bound else n + 1
+        attempts[key] = (n, bound)
+        if n > max_attempts:
             q.delete(key)
             continue
         await sched.run_once(info)
+    await volume_controllers.stop()
     await sched.flush_writes()
     await sched.write_gated_conditions(0.0)
     await _write_podgroup_status(api, sched)
@@ -339,8 +379,11 @@ def to_table(result: SimulationResult) -> str:
         devices: list[str] = []
         notes: list[str] = []
         node = spec.get("nodeName", "")
-        for pc in spec.get("resourceClaims") or []:
-            cname = pc.get("resourceClaimName") or gen.get(pc.get("name"))
+        names = [pc.get("resourceClaimName") or gen.get(pc.get("name")) for pc in spec.get("resourceClaims") or []]
+        ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if ext:  # the claim the scheduler made for extended resources backed by DRA (KEP-5004)
+            names.append(ext)
+        for cname in names:
             claim = claims.get((ns, cname))
             alloc = ((claim or {}).get("status") or {}).get("allocation")
             if alloc:

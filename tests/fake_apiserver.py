@@ -55,6 +55,7 @@ KINDS: dict[ResId, tuple[str, bool]] = {  # -> (kind, namespaced)
     ("storage.k8s.io", "v1", "storageclasses"): ("StorageClass", False),
     ("storage.k8s.io", "v1", "csinodes"): ("CSINode", False),
     ("storage.k8s.io", "v1", "csidrivers"): ("CSIDriver", False),
+    ("storage.k8s.io", "v1", "csistoragecapacities"): ("CSIStorageCapacity", True),
     ("scheduling.k8s.io", "v1", "priorityclasses"): ("PriorityClass", False),
     ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True),
 }

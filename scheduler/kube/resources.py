@@ -63,6 +63,7 @@ REPLICATION_CONTROLLER = Resource("ReplicationController", "", "v1", "replicatio
 STORAGE_CLASS = Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses", False)
 CSI_NODE = Resource("CSINode", "storage.k8s.io", "v1", "csinodes", False)
 CSI_DRIVER = Resource("CSIDriver", "storage.k8s.io", "v1", "csidrivers", False)
+CSI_STORAGE_CAPACITY = Resource("CSIStorageCapacity", "storage.k8s.io", "v1", "csistoragecapacities", True)
 PRIORITY_CLASS = Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
 POD_DISRUPTION_BUDGET = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True)
 REPLICA_SET = Resource("ReplicaSet", "apps", "v1", "replicasets", True)
@@ -102,6 +103,7 @@ BY_KIND: dict[str, Resource] = {
         STORAGE_CLASS,
         CSI_NODE,
         CSI_DRIVER,
+        CSI_STORAGE_CAPACITY,
         PRIORITY_CLASS,
         POD_DISRUPTION_BUDGET,
         REPLICA_SET,

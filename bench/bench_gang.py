@@ -1,7 +1,13 @@
-"""Benchmark: gang placement. 50 PodGroups x 8 pods x 8 GPUs on 400 nodes x 8 GPUs (DGX H100 slices), in-process
-``simulate``. Prints the time to place every group and pods/s.
+"""Benchmark: gang placement, in-process ``simulate`` on DGX H100 nodes (8 GPUs, racks of 8 nodes, blocks of 8
+racks, zones of 4 blocks).
 
-    python bench/bench_gang.py [--groups N] [--nodes N]
+1. 50 PodGroups x 8 pods x 8 GPUs on 400 nodes: the time to place every group and pods/s.
+2. Thousand-member gangs (issue #14): one gang of 1,000 one-GPU members on 400 nodes; three such gangs on the same
+   400 nodes (3,000 of 3,200 GPUs); 1,000 eight-GPU members on 1,000 nodes; and 1,025 members on 1,024 GPUs
+   (rejected by the capacity bound). For each gang: its group cycle's seconds (search + claim writes + Bindings),
+   nodes used, racks and blocks spanned.
+
+    python bench/bench_gang.py [--groups N] [--size N] [--nodes N] [--no-big]
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, ".")
 
-from scheduler.fleet import scale_fleet
+from scheduler.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
 from scheduler.logging import configure_logging
 from scheduler.simulate import simulate
 
@@ -25,7 +31,7 @@ def workload(groups: int, size: int, gpus: int, seed: int = 11) -> list[dict[str
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "all-gpus", "namespace": "bench"},
+            "metadata": {"name": "all-gpus" if gpus == 8 else f"gpus-{gpus}", "namespace": "bench"},
             "spec": {
                 "spec": {
                     "devices": {
@@ -57,7 +63,9 @@ def workload(groups: int, size: int, gpus: int, seed: int = 11) -> list[dict[str
                     },
                     "spec": {
                         "schedulerName": "dra-scheduler",
-                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "all-gpus"}],
+                        "resourceClaims": [
+                            {"name": "gpu", "resourceClaimTemplateName": "all-gpus" if gpus == 8 else f"gpus-{gpus}"}
+                        ],
                         "containers": [{"name": "w", "image": "trainer", "resources": {"claims": [{"name": "gpu"}]}}],
                     },
                 }
@@ -66,11 +74,54 @@ def workload(groups: int, size: int, gpus: int, seed: int = 11) -> list[dict[str
     return objs + pods
 
 
+def big_gangs(nodes: int, groups: int, size: int, gpus: int) -> None:
+    """Thousand-member gangs: per gang, its cycle's seconds, nodes used, racks and blocks spanned."""
+    fleet = scale_fleet(nodes)
+    labels = {o["metadata"]["name"]: o["metadata"]["labels"] for o in fleet if o["kind"] == "Node"}
+    objs = fleet + workload(groups, size, gpus)
+    t0 = time.perf_counter()
+    res = asyncio.run(simulate(objs))
+    total = time.perf_counter() - t0
+    sched = res.scheduler
+    assert sched is not None
+    placed: dict[str, list[str]] = {}
+    for o in res.items:
+        if o["kind"] == "Pod" and o["spec"].get("nodeName"):
+            group = o["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+            placed.setdefault(group, []).append(o["spec"]["nodeName"])
+    free = nodes * 8
+    print(
+        f"{groups} gang{'s' if groups > 1 else ''} x {size:,} pods x {gpus} GPU{'s' if gpus > 1 else ''} on {nodes:,} "
+        f"nodes ({free:,} GPUs): scheduling phase {res.timing['scheduling']:.2f}s, simulate total {total:.2f}s"
+    )
+    for g in sorted(o["metadata"]["name"] for o in res.items if o["kind"] == "PodGroup"):
+        ns = placed.get(g, [])
+        secs = sched.gang.cycle_seconds.get(f"bench/{g}", 0.0)
+        search = sched.gang.search_seconds.get(f"bench/{g}", 0.0)
+        if not ns:
+            pod = next(o for o in res.items if o["kind"] == "Pod" and o["metadata"]["name"].startswith(g + "-"))
+            why = [c["message"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+            print(
+                f"  {g}: rejected after {search * 1000:.0f} ms of search ({secs:.2f}s with the {size:,} PodScheduled "
+                f"conditions written): {why[0] if why else ''}"
+            )
+            continue
+        used = set(ns)
+        racks = {labels[n][RACK_LABEL] for n in used}
+        blocks = {labels[n][BLOCK_LABEL] for n in used}
+        print(
+            f"  {g}: {len(ns):,} bound in {secs:.2f}s ({search:.2f}s search, then claim writes and Bindings); "
+            f"{len(used)} nodes (fewest possible {-(-len(ns) * gpus // 8)}), {len(racks)} racks, {len(blocks)} blocks"
+        )
+    print(f"  gang stats: {sched.gang.stats}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--groups", type=int, default=50)
     ap.add_argument("--size", type=int, default=8)
     ap.add_argument("--nodes", type=int, default=400)
+    ap.add_argument("--no-big", action="store_true", help="skip the thousand-member gangs")
     args = ap.parse_args()
     configure_logging(verbose=False)
     objs = scale_fleet(args.nodes) + workload(args.groups, args.size, 8)
@@ -94,6 +145,13 @@ def main() -> None:
         f"simulate total {total:.2f}s"
     )
     print(f"gang cycles: {sched.gang.stats}")
+    if args.no_big:
+        return
+    print()
+    big_gangs(400, 1, 1000, 1)
+    big_gangs(400, 3, 1000, 1)
+    big_gangs(1000, 1, 1000, 8)
+    big_gangs(128, 1, 1025, 1)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,61 @@
 """Gang scheduling: the pending members of a PodGroup are placed together, all or nothing.
 
-When a member of a group is popped and the group has no ``minMember`` members bound yet, every pending
-member is taken out of the queue and a placement is searched for the whole set on the current state:
-nodes, node resources and the device allocations of every member's claims. The search is depth-first
-over members with backtracking across members (a member's choice is undone when a later member cannot
-be placed); members placed on the same node have their claims allocated *jointly*, so the allocator can
-backtrack across their devices (kubernetes#138765: devices chosen pod by pod without backtracking).
+Semantics (ARCHITECTURE §3.3; scheduler-plugins Coscheduling): when a member of a group is popped and the
+group has fewer than ``minMember`` members bound, every pending member is taken out of the queue and a
+placement is searched for the whole set on the current state: nodes, node resources and the device
+allocations of every member's claims. Only when at least ``minMember`` members are placed is anything
+committed: claims are written for all members first, then the Bindings. Otherwise nothing stays reserved (no
+member holds resources while waiting) and every member goes back to the queue with the group's reason.
+Members arriving after the group reached ``minMember`` bound members are scheduled one by one.
 
-Only when at least ``minMember`` members are placed is anything committed: claims are written for all
-members first, then the Bindings. Otherwise nothing stays reserved (no member holds resources while
-waiting) and every member goes back to the queue with the group's reason. Members arriving after the
-group reached ``minMember`` bound members are scheduled one by one.
+The search scales with the number of *kinds* of members, not with the number of members:
 
-The search takes a placement score (``group_score``) so topology can prefer whole placements inside one
-rack or NVLink domain. When the profile runs GpuTopology, the group is first searched inside the smallest
-topology domain (NVLink clique, rack, block/spine, zone: node labels listed in the plugin args) whose free
-capacity covers it, tightest first, then in the next larger ones, then anywhere — unless the PodGroup (annotation
-``dra-scheduler.io/topology-required``) or the plugin args require a level, in which case the group waits
-until one domain of that level can host it. The PodGroup status says where it went and why.
+1. **Classes.** Members that ask for the same thing (equal spec apart from per-pod identity, and claims of
+   equal spec and state: :mod:`scheduler.gang_capacity`) form one class. A class is placed *by count*: each
+   node's room for the class (an upper bound from free matching devices, cpu/memory, pod slots, on the nodes
+   whose Filter accepts its representative), then a packing of counts over the nodes (:mod:`scheduler.gang_pack`),
+   then the members are allocated node by node — each through PreFilter, Filter and Reserve, which verifies both
+   the count and that the member is like its class. When a node takes fewer than its bound the rest is packed
+   again over the other nodes. A feasible gang of identical members therefore never needs a search budget.
+2. **Capacity bound.** Before any Filter or allocation the bounds of all members are added up over all nodes
+   (devices per device class, cpu/memory, pod slots), so a group that cannot fit is rejected in milliseconds with
+   what is short ("not enough devices of class gpu.nvidia.com: 1,025 needed, 1,024 free on the 128 nodes the
+   members can use ..."); the same check runs again on the nodes Filter accepts, and the topology domains are
+   sized with the same bounds.
+3. **Backtracking only where members differ.** Classes are placed largest first; a class gets up to
+   ``MAX_PACKINGS`` alternative packings (the best one, one that avoids the nodes later classes need most, one
+   that uses up partially used nodes first), and the search backtracks across classes. Members placed on the
+   same node have their claims allocated *jointly* when one by one fails, so the allocator can backtrack
+   across their devices (kubernetes#138765: devices chosen pod by pod without backtracking). Members sharing
+   an unallocated claim are classes of their own (the claim pins them to one node). ``SEARCH_BUDGET`` limits
+   the backtracking (packings tried again because a later class did not fit; the first packing of each class is
+   free, so a group of any number of classes that needs no backtracking never meets it); when it ends the group
+   is retried later (backoff), and the reason says so — it is never reported as "does not fit".
+4. **Placement quality.** With GpuTopology the group is first placed inside the smallest topology domain
+   (NVLink clique, rack, block/spine, zone: node labels listed in the plugin args) whose room covers it,
+   tightest first, then in the next larger ones, then anywhere — unless the PodGroup (annotation
+   ``dra-scheduler.io/topology-required``) or the plugin args require a level, in which case the group waits
+   until one domain of that level can host it. Inside the chosen domain the packing spans as few sub-domains
+   and then as few nodes as possible and gives the remainder to the tightest node that takes it (a partially
+   used node before an empty 8-GPU one); ties go to the framework's node scores (GpuTopology's Pack/NVLink
+   score among them). Single members are ranked by those scores plus ``group_score`` (GpuTopology: a bonus for
+   nodes in the domains of the members placed so far). The PodGroup status says where the group went and why.
+5. **Responsiveness.** The search (and the commit) yields to the event loop (``await asyncio.sleep(0)``) after
+   every ``SLICE_SECONDS`` of work, so informers, binding tasks and health checks run meanwhile. The search works
+   on the live cache — its tentative placements are assumed pods and in-flight device reservations, and no other
+   scheduling cycle runs while it is under way — and notes whether anything else changed the cache or the device
+   ledger while it yielded. If so, the placement found is re-validated before anything is written (members
+   unchanged, nodes present and unchanged, node resources not overcommitted, no device taken by another claim)
+   and searched again (``MAX_RESTARTS``) when it is no longer valid; then the group is retried later.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +63,22 @@ import structlog
 
 from plugins.dra.allocator import AllocationError, ClaimAllocation
 from plugins.dra.plugin import GROUP_PENDING_KEY, DynamicResources
-from plugins.topology.plugin import GpuTopology, placement_note
+from plugins.topology.domains import Attempt, Plan, find_level, plan
+from plugins.topology.plugin import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, GpuTopology, placement_note
 from scheduler.cache import NodeInfo
 from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
 from scheduler.framework.runtime import Framework
-from scheduler.model import Pod, PodGroup
+from scheduler.gang_capacity import (
+    CapacityModel,
+    ClassRoom,
+    MatchCache,
+    MemberClass,
+    device_demands,
+    shortage,
+    structural_key,
+)
+from scheduler.gang_pack import FEWEST, FRAGMENTS, Slot, pack
+from scheduler.model import CPU, MEMORY, Pod, PodGroup
 
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler
@@ -44,9 +86,14 @@ if TYPE_CHECKING:
 log = structlog.get_logger("dra_scheduler.gang")
 
 GANG = "Coscheduling"  # the pseudo-plugin name recorded for gang rejections (matches every event)
-MAX_CANDIDATES_PER_MEMBER = 4
+MAX_CANDIDATES_PER_MEMBER = 4  # nodes tried for a member that is a class of its own
 MAX_DOMAIN_ATTEMPTS = 3  # topology domains searched before the unrestricted search
-SEARCH_BUDGET = 400  # placement attempts per group cycle (then the group fails this cycle and retries later)
+MAX_PACKINGS = 3  # alternative packings of a class when later classes fail
+SEARCH_BUDGET = 400  # packings retried per group cycle when a later class did not fit (then: retried later)
+SLICE_SECONDS = 0.02  # work between two yields to the event loop
+JOINT_MAX_MEMBERS = 8  # joint re-allocation on a node only with at most this many members already there
+MAX_RESTARTS = 2  # searches repeated in one cycle when the cluster changed under the placement
+SCAN_CHUNK = 32  # nodes scanned between two checks of the time slice
 
 GroupScore = Callable[[Pod, NodeInfo, Sequence[str]], int]  # (member, candidate, nodes used so far) -> bonus
 
@@ -76,6 +123,41 @@ class _Budget(Exception):
     pass
 
 
+@dataclass(slots=True)
+class _Result:
+    placed: list[_Placed] | None
+    reason: str = ""
+    retry: bool = False  # nothing proves the group cannot fit (budget, cluster changed): retry after a backoff
+
+
+@dataclass(slots=True)
+class _Search:
+    """One group search: the framework, what is placed so far, and the counters."""
+
+    fw: Framework
+    order: dict[str, int]  # node -> position in the snapshot (determinism)
+    levels: tuple[str, ...]  # topology level labels, outermost first
+    labels: dict[str, Any]  # node -> labels
+    placed: list[_Placed] = field(default_factory=list)
+    pending: dict[str, ClaimAllocation] = field(default_factory=dict)  # claim uid -> allocation (this search)
+    on_node: dict[str, list[_Placed]] = field(default_factory=dict)
+    steps: int = 0  # packings tried
+    backtracks: int = 0  # packings tried after the first one of a class (what SEARCH_BUDGET limits)
+    failures: int = 0  # counts a node did not take (allocation verified fewer than its bound)
+    failure_budget: int = 0
+
+
+@dataclass(slots=True)
+class _Frame:
+    cls: MemberClass
+    room: ClassRoom
+    packings: list[list[tuple[str, int]] | None]  # None: leave the member pending (allowed by minMember)
+    pos: int = 0
+    got: list[_Placed] | None = None
+    short: int = 0  # members of the class left pending by the packing in use
+    reason: str = ""
+
+
 def group_key(pod: Pod) -> str | None:
     return f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else None
 
@@ -86,8 +168,27 @@ class GangScheduler:
         self.groups: dict[str, GroupState] = {}
         self.group_score = group_score
         self.last_results: Counter[str] = Counter()  # attempt results of the last group cycle, per member
-        self.stats = {"cycles": 0, "placed": 0, "failed": 0, "search_steps": 0, "domain_attempts": 0}
-        self._domain: frozenset[str] | None = None  # nodes of the topology domain being searched
+        self.stats = {
+            "cycles": 0,
+            "placed": 0,
+            "failed": 0,
+            "search_steps": 0,
+            "backtracks": 0,
+            "domain_attempts": 0,
+            "classes": 0,
+            "rejected_by_bound": 0,
+            "corrections": 0,
+            "joint_allocations": 0,
+            "budget_ends": 0,
+            "restarts": 0,
+            "yields": 0,
+            "max_slice_ms": 0,
+        }
+        self._slice_start = time.perf_counter()
+        self._dirty = False  # the cluster changed while the search yielded
+        self._matches = MatchCache()  # CapacityModel's cache of matching devices per node (kept across cycles)
+        self.cycle_seconds: dict[str, float] = {}  # group -> duration of its last group cycle (search + writes)
+        self.search_seconds: dict[str, float] = {}  # group -> duration of the search in its last group cycle
 
     # --- entry ------------------------------------------------------------------------------------
 
@@ -147,7 +248,9 @@ class GangScheduler:
         gs.attempts += 1
         fw = s.profiles[pod.scheduler_name]
         t0 = time.perf_counter()
-        placed, reason = self._search_group(fw, placeable, need, pg, gs)
+        result = await self._search_group(fw, placeable, need, pg, gs)
+        self.search_seconds[key] = time.perf_counter() - t0
+        placed = result.placed
         log.info(
             "gang cycle",
             group=key,
@@ -159,10 +262,15 @@ class GangScheduler:
         if placed is None:
             self.stats["failed"] += 1
             msg = (
-                f"pod group {key}: cannot place minMember {pg.min_member} pods together ({len(bound)} bound): {reason}"
+                f"pod group {key}: cannot place minMember {pg.min_member} pods together ({len(bound)} bound): "
+                f"{result.reason}"
             )
-            self._fail(list(infos.values()), Status.unschedulable(self._timeout_note(pg, gs, msg)), cycle, gs)
-            await s.flush_writes()
+            if result.retry:
+                await self._retry_later(list(infos.values()), self._timeout_note(pg, gs, msg), gs)
+            else:
+                self._fail(list(infos.values()), Status.unschedulable(self._timeout_note(pg, gs, msg)), cycle, gs)
+                await s.flush_writes()
+            self.cycle_seconds[key] = time.perf_counter() - t0
             return True
         # unplaced pending members (beyond minMember) go back to the queue individually
         placed_keys = {pl.pod.key for pl in placed}
@@ -172,6 +280,7 @@ class GangScheduler:
             s.queue.add_unschedulable(r, {GANG}, cycle)
             s.queue.done(r.pod.key)
         await self._commit(fw, placed, infos, gs, key)
+        self.cycle_seconds[key] = time.perf_counter() - t0
         return True
 
     def _timeout_note(self, pg: PodGroup, gs: GroupState, msg: str) -> str:
@@ -188,6 +297,39 @@ class GangScheduler:
             self.last_results[result] += 1
             self.s.fail(i, i.pod, status, {GANG}, cycle)
 
+    async def _retry_later(self, infos: Sequence[QueuedPodInfo], msg: str, gs: GroupState) -> None:
+        """The search ended without proving that the group cannot fit: every member goes to backoff (the group is
+        searched again soon) and says so in PodScheduled=False (reason Unschedulable)."""
+        gs.message = msg
+        s = self.s
+        for i in infos:
+            self.last_results["unschedulable"] += 1
+            s.queue.add_backoff(i)
+            s.queue.done(i.pod.key)
+        await s.flush_writes()
+        for i in infos:
+            await s.write_failure(s.cache.pod(i.pod.key) or i.pod, "Unschedulable", msg)
+
+    # --- yielding ---------------------------------------------------------------------------------
+
+    def _fingerprint(self) -> tuple[int, tuple[int, ...]]:
+        cache = self.s.cache
+        return cache.ledger.revision, tuple(cache.generations.values())
+
+    async def _tick(self, force: bool = False) -> None:
+        """Yield to the event loop when this slice of work is used up; note whether the cluster changed."""
+        now = time.perf_counter()
+        spent = now - self._slice_start
+        if not force and spent < SLICE_SECONDS:
+            return
+        self.stats["yields"] += 1
+        self.stats["max_slice_ms"] = max(self.stats["max_slice_ms"], round(spent * 1000))
+        before = self._fingerprint()
+        await asyncio.sleep(0)
+        if self._fingerprint() != before:
+            self._dirty = True
+        self._slice_start = time.perf_counter()
+
     # --- search -----------------------------------------------------------------------------------
 
     @staticmethod
@@ -195,48 +337,153 @@ class GangScheduler:
         t = fw.instances.get(GpuTopology.name)
         return t if isinstance(t, GpuTopology) else None
 
-    def _search_group(
+    async def _search_group(
         self, fw: Framework, members: list[Pod], need: int, pg: PodGroup | None, gs: GroupState | None
-    ) -> tuple[list[_Placed] | None, str]:
-        """``_search`` inside the smallest topology domain that can host the group, then larger ones."""
+    ) -> _Result:
+        """Search, and search again when the cluster changed under a placement found while yielding."""
+        self._slice_start = time.perf_counter()
+        problem = ""
+        cache = self.s.cache
+        for attempt in range(MAX_RESTARTS + 1):
+            self._dirty = False
+            if attempt:
+                self.stats["restarts"] += 1
+                # the members as they are now (deleted, replaced or bound ones leave the search)
+                members = [
+                    cur
+                    for m in members
+                    if (cur := cache.pod(m.key)) is not None
+                    and cur.uid == m.uid
+                    and not cur.node_name
+                    and not cur.meta.deleting
+                ]
+                if len(members) < need:
+                    return _Result(
+                        None, f"members were deleted during the group search ({problem}); the group is retried later",
+                        True,
+                    )
+            search, result = await self._search_once(fw, members, need, pg, gs)
+            if result.placed is None or not self._dirty:
+                return result
+            problem = self._revalidate(search)
+            if not problem:
+                return result
+            log.info("gang placement invalidated while searching", problem=problem)
+            self._undo_all(search)
+        return _Result(
+            None, f"the cluster kept changing during the group search ({problem}); the group is retried later", True
+        )
+
+    async def _search_once(
+        self, fw: Framework, members: list[Pod], need: int, pg: PodGroup | None, gs: GroupState | None
+    ) -> tuple[_Search, _Result]:
+        snap = self.s.cache.snapshot()
         topo = self._topology(fw)
+        levels = tuple(lv.label for lv in topo.args.levels) if topo is not None else ()
+        search = _Search(
+            fw,
+            {ni.name: i for i, ni in enumerate(snap.nodes)},
+            levels,
+            {ni.name: ni.node.labels for ni in snap.nodes},
+        )
         if gs is not None:
             gs.topology = ""
-        if topo is None or not members:
-            return self._search(fw, members, need)
-        state, st = self._state(fw, members[0], {})
-        if not st.is_success:
-            return self._search(fw, members, need)
-        allowed = state.read("gang/node-names")
-        sig = fw.signature(state, members[0])
-        feasible = [
-            n
-            for n in state.snapshot.nodes
-            if (allowed is None or n.name in allowed) and fw.run_filter_memo(state, members[0], n, sig).is_success
-        ]
-        plan, problem = topo.domain_plan(state, pg, feasible, need)
-        reason = plan.note or "no placement found"
+        classes, reasons = await self._classes(search, members)
+        if sum(c.target for c in classes) < need:
+            reason = "; ".join(f"{k}: {v}" for k, v in sorted(reasons.items())[:3]) or "no placement found"
+            return search, _Result(None, reason)
+        self.stats["classes"] += len(classes)
+        model = CapacityModel(fw.instances, fw.filter, self._matches)
+        rough = {c.key: await self._rough(search, c, model) for c in classes}
+        if all(r.caps for r in rough.values()):
+            short = shortage(classes, rough, need, model, {})
+            if short:
+                self.stats["rejected_by_bound"] += 1
+                return search, _Result(None, short)
+        rooms: dict[Hashable, ClassRoom] = {}
+        fit_errors: dict[Hashable, str] = {}
+        for c in classes:
+            rooms[c.key] = await self._scan(search, c, model, None, fit_errors)
+        short = shortage(classes, rooms, need, model, fit_errors)
+        if short:
+            self.stats["rejected_by_bound"] += 1
+            return search, _Result(None, short)
+        search.failure_budget = 4 * len(snap.nodes) + 2 * sum(c.target for c in classes) + 16
+
+        attempts: tuple[Attempt, ...] = (Attempt(None, "", None, 0),)
+        note = problem = ""
+        if topo is not None:
+            p, problem = self._domain_plan(topo, pg, classes, rooms, need)
+            attempts, note = p.attempts, p.note
+        reason = note or "no placement found"
         tried = 0
-        for att in plan.attempts:
-            if att.nodes is not None:
-                if tried >= MAX_DOMAIN_ATTEMPTS:
-                    continue
-                tried += 1
-            self.stats["domain_attempts"] += 1
-            self._domain = att.nodes
-            try:
-                placed, reason = self._search(fw, members, need)
-            finally:
-                self._domain = None
-            if placed is not None:
-                if gs is not None:
-                    gs.topology = self._where(topo, placed, att.describe(need) if att.nodes is not None else "")
-                    if problem:
-                        gs.topology += f" ({problem}; ignored)"
-                return placed, ""
+        try:
+            for att in attempts:
+                if att.nodes is not None:
+                    if tried >= MAX_DOMAIN_ATTEMPTS:
+                        continue
+                    tried += 1
+                self.stats["domain_attempts"] += 1
+                why = await self._place_classes(search, classes, model, rooms, att.nodes, need)
+                if why is None:
+                    if gs is not None and topo is not None:
+                        chosen = att.describe(need) if att.nodes is not None else ""
+                        gs.topology = self._where(topo, search.placed, chosen)
+                        if problem:
+                            gs.topology += f" ({problem}; ignored)"
+                    return search, _Result(list(search.placed))
+                reason = why
+        except _Budget:
+            self.stats["budget_ends"] += 1
+            self._undo_all(search)
+            return search, _Result(
+                None,
+                f"the search budget ({SEARCH_BUDGET} packings tried again after a later kind of member did not fit) "
+                f"ended before a placement of the group's {len(classes)} kinds of members was found; the group is "
+                "retried later",
+                retry=True,
+            )
+        finally:
+            self.stats["search_steps"] += search.steps
+            self.stats["backtracks"] += search.backtracks
         if problem:
             reason = f"{reason} ({problem}; ignored)"
-        return None, reason
+        return search, _Result(None, reason)
+
+    def _domain_plan(
+        self,
+        topo: GpuTopology,
+        pg: PodGroup | None,
+        classes: Sequence[MemberClass],
+        rooms: dict[Hashable, ClassRoom],
+        need: int,
+    ) -> tuple[Plan, str]:
+        """Topology domains to try (GpuTopology's levels and required level), sized by the classes' rooms."""
+        problem = ""
+        ann = pg.meta.annotations if pg is not None else {}
+        for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION):
+            v = ann.get(key)
+            if v and find_level(topo.args.levels, v) is None:
+                names = ", ".join(lv.name for lv in topo.args.levels)
+                problem = f"annotation {key}: {v!r} is not a topology level ({names})"
+        required, _ = topo.levels_for(pg)
+        total = sum(c.target for c in classes)
+        nodes: set[str] = set()
+        for c in classes:
+            nodes.update(rooms[c.key].caps)
+        slots: dict[str, int] = {}
+        for n in nodes:
+            if len(classes) == 1:
+                s = rooms[classes[0].key].caps.get(n, 0)
+            else:
+                # members of the group's mix that fit on the node when the classes share its room
+                load = sum(c.target / rooms[c.key].caps[n] for c in classes if rooms[c.key].caps.get(n, 0) > 0)
+                s = math.ceil(total / load) if load > 0 else 0
+            if s > 0:
+                slots[n] = s
+        snap = self.s.cache.snapshot()
+        labels = {n: snap.node_map[n].node.labels for n in slots if n in snap.node_map}
+        return plan(topo.args.levels, labels, slots, need, required, pack=topo.pack), problem
 
     def _where(self, topo: GpuTopology, placed: list[_Placed], chosen: str) -> str:
         if chosen:
@@ -252,133 +499,404 @@ class GangScheduler:
                 )
         return f"no single topology domain had room for {len(placed)} members; placed across domains"
 
-    def _search(self, fw: Framework, members: list[Pod], need: int) -> tuple[list[_Placed] | None, str]:
-        placed: list[_Placed] = []
-        pending_claims: dict[str, ClaimAllocation] = {}
+    # --- classes and their room -------------------------------------------------------------------
+
+    async def _classes(self, search: _Search, members: list[Pod]) -> tuple[list[MemberClass], dict[str, str]]:
+        """Members grouped into classes, largest demand first. Members are grouped by what they ask for (their
+        spec apart from per-pod identity, and the state and spec of each of their claims), so only one
+        representative per class goes through PreFilter here; every member still goes through PreFilter and
+        Filter when it is placed, which verifies that it is like its class. A member with an unallocated claim that
+        another member also uses is a class of its own."""
+        fw = search.fw
+        snap = self.s.cache.snapshot()
+        ledger = snap.ledger
         reasons: dict[str, str] = {}
-        steps = 0
-        n = len(members)
-
-        order = {ni.name: idx for idx, ni in enumerate(self.s.cache.snapshot().nodes)}
-        sigs: list[Any] = []  # signature of each placed member, to break symmetry between equal members
-
-        def dfs(i: int) -> bool:
-            nonlocal steps
-            if i == n:
-                return len(placed) >= need
-            steps += 1
-            if steps > SEARCH_BUDGET:
-                raise _Budget
-            m = members[i]
-            cands, sig = self._candidates(fw, m, placed, pending_claims, reasons)
-            if sig is not None and placed and sigs and sigs[-1] == sig:
-                # equal members: assignments are sets, so only try nodes at or after the previous one's
-                floor = order.get(placed[-1].node, 0)
-                cands = [c for c in cands if order.get(c, 0) >= floor]
-            for node in cands[:MAX_CANDIDATES_PER_MEMBER] + [
-                c for c in cands[MAX_CANDIDATES_PER_MEMBER:] if c in {p.node for p in placed}
-            ]:
-                pl = self._place(fw, m, node, placed, pending_claims)
-                if pl is None:
+        rows: list[tuple[Pod, Hashable, list[str]]] = []
+        uses: Counter[str] = Counter()
+        for i, m in enumerate(members):
+            if i % SCAN_CHUNK == 0:
+                await self._tick()
+            claims: list[Hashable] = []
+            uids: list[str] = []
+            for pc in m.claims:
+                name = pc.claim_name or m.claim_statuses.get(pc.name)
+                claim = snap.claims.get(f"{m.namespace}/{name}") if name else None
+                if claim is None:
+                    claims.append(("missing", pc.name, pc.name in m.claim_statuses))
                     continue
-                placed.append(pl)
-                sigs.append(sig)
-                if dfs(i + 1):
-                    return True
-                placed.pop()
-                sigs.pop()
-                self._unplace(fw, pl, pending_claims)
-            if n - (i + 1) + len(placed) >= need:  # this member may stay pending
-                return dfs(i + 1)
-            return False
+                alloc = claim.allocation
+                uid = claim.meta.uid
+                pending = ledger.is_pending(uid)
+                claims.append(
+                    (
+                        claim.spec.fingerprint,
+                        repr(alloc.node_selector) if alloc is not None else None,
+                        alloc is not None and any(r.uid == m.uid for r in claim.reserved_for),
+                        claim.meta.deleting,
+                        pending,
+                    )
+                )
+                if alloc is None:
+                    uids.append(uid)
+            uses.update(uids)
+            rows.append((m, (structural_key(m), tuple(claims)), uids))
+        classes: dict[Hashable, MemberClass] = {}
+        for m, key, uids in rows:
+            if any(uses[u] > 1 for u in uids):
+                key = ("shares-a-claim", m.key)  # interacts with another member through the claim
+            c = classes.get(key)
+            if c is None:
+                templates = sorted({pc.template_name for pc in m.claims if pc.template_name})
+                label = f"claim template{'s' if len(templates) > 1 else ''} {', '.join(templates)}" if templates else ""
+                if not templates and any(pc.claim_name for pc in m.claims):
+                    label = "claims like " + ", ".join(sorted(pc.claim_name for pc in m.claims if pc.claim_name))
+                c = classes[key] = MemberClass(key, [], requests=m.requests, label=label)
+            c.members.append(m)
+        out: list[MemberClass] = []
+        for c in classes.values():
+            await self._tick()
+            state, st = self._state(fw, c.rep, {})
+            if not st.is_success:
+                for m in c.members:
+                    reasons[m.key] = st.message
+                continue
+            c.allowed = state.read("gang/node-names")
+            c.demands, c.devices = device_demands(state)
+            c.state = state
+            c.target = len(c.members)
+            out.append(c)
+        out.sort(
+            key=lambda c: (-c.devices, -c.requests.get(CPU, 0), -c.requests.get(MEMORY, 0), -c.target, c.rep.key)
+        )
+        return out, reasons
 
-        try:
-            ok = dfs(0)
-        except _Budget:
-            ok = False
-            reasons.setdefault("search", f"search budget of {SEARCH_BUDGET} steps exhausted")
-        self.stats["search_steps"] += steps
-        if ok:
-            return placed, ""
-        for pl in reversed(placed):
-            self._unplace(fw, pl, pending_claims)
-        reason = "; ".join(f"{k}: {v}" for k, v in sorted(reasons.items())[:3]) or "no placement found"
-        return None, reason
+    async def _rough(self, search: _Search, c: MemberClass, model: CapacityModel) -> ClassRoom:
+        """The class's room from the capacity bounds alone (no Filter): an upper bound on every node the class's
+        PreFilter allows, cheap enough to reject an impossible group before anything else."""
+        room = ClassRoom()
+        state = c.state
+        if state is None:
+            return room
+        snap = state.snapshot
+        resources = model.checked_resources(c.requests)
+        for i, info in enumerate(snap.nodes):
+            if i % SCAN_CHUNK == 0:
+                await self._tick()
+            if c.allowed is not None and info.name not in c.allowed:
+                continue
+            dev_cap, free = model.device_room(snap, info, c.demands)
+            cap = min(dev_cap, model.resource_cap(c.requests, info), c.target)
+            if cap <= 0:
+                continue
+            room.caps[info.name] = cap
+            for k, v in free.items():
+                room.free.setdefault(k, {})[info.name] = v
+            room.resources[info.name] = model.free_resources(info, resources)
+        return room
+
+    async def _scan(
+        self,
+        search: _Search,
+        c: MemberClass,
+        model: CapacityModel,
+        scope: frozenset[str] | None,
+        fit_errors: dict[Hashable, str] | None = None,
+    ) -> ClassRoom:
+        """The class's room on every node in scope, on the current state (its bounds and the node scores)."""
+        fw = search.fw
+        rep = c.rep
+        state, st = self._state(fw, rep, search.pending)
+        room = ClassRoom()
+        if not st.is_success:
+            if fit_errors is not None:
+                fit_errors[c.key] = st.message
+            return room
+        allowed = state.read("gang/node-names")
+        snap = state.snapshot
+        nodes = [
+            n
+            for n in snap.nodes
+            if (allowed is None or n.name in allowed) and (scope is None or n.name in scope)
+        ]
+        room.nodes_in_scope = len(nodes)
+        sig = fw.signature(state, rep)
+        resources = model.checked_resources(c.requests)
+        error = ""
+        for i, info in enumerate(nodes):
+            if i % SCAN_CHUNK == 0:
+                await self._tick()
+            fst = fw.run_filter_memo(state, rep, info, sig)
+            joint = False
+            if not fst.is_success:
+                if fst.code == Code.ERROR:
+                    error = fst.message
+                    room.rejected[info.name] = fst
+                    continue
+                others = search.on_node.get(info.name)
+                if fst.plugin == DynamicResources.name and others and len(others) <= JOINT_MAX_MEMBERS:
+                    joint = True  # may fit when the members already there are re-allocated together with it
+                else:
+                    room.rejected[info.name] = fst
+                    continue
+            dev_cap, free = model.device_room(snap, info, c.demands)
+            cap = min(dev_cap, model.resource_cap(c.requests, info), c.target)
+            if cap <= 0:
+                if joint:
+                    continue
+                cap = 1  # Filter says one fits: the bound is not exact here, the allocation decides
+            room.caps[info.name] = cap
+            for k, v in free.items():
+                room.free.setdefault(k, {})[info.name] = v
+            room.resources[info.name] = model.free_resources(info, resources)
+            if joint:
+                room.joint.add(info.name)
+        room.state, room.sig = state, sig
+        if not room.caps and fit_errors is not None:
+            if error:
+                fit_errors[c.key] = error
+            else:
+                from scheduler.scheduler import fit_error
+
+                own = getattr(fw, "own_rejections", None)
+                statuses = own(state, rep, room.rejected, snap.node_map) if callable(own) else room.rejected
+                fit_errors[c.key] = fit_error(len(nodes), statuses)
+        return room
+
+    async def _score(self, search: _Search, c: MemberClass, room: ClassRoom) -> None:
+        """The framework's node scores for the class (its representative) on the nodes of its room: the placement
+        rank that breaks ties between nodes of equal room (computed for the nodes in scope only)."""
+        if room.scored or room.state is None:
+            return
+        room.scored = True
+        snap = room.state.snapshot
+        nodes = [snap.node_map[n] for n in room.caps if n not in room.joint and n in snap.node_map]
+        if len(nodes) < 2:
+            return
+        await self._tick()
+        fw = search.fw
+        if fw.run_pre_score(room.state, c.rep, nodes).is_success:
+            for ns in fw.run_score(room.state, c.rep, nodes, room.sig):
+                room.scores[ns.name] = float(ns.score)
+
+    # --- placing classes --------------------------------------------------------------------------
+
+    def _packings(
+        self,
+        search: _Search,
+        c: MemberClass,
+        room: ClassRoom,
+        later: Sequence[MemberClass],
+        rooms: dict[Hashable, ClassRoom],
+        slack: int,
+    ) -> tuple[list[list[tuple[str, int]] | None], str]:
+        """Alternative placements of the class, best first (see the module docstring)."""
+        if c.target == 1:
+            return self._member_candidates(search, c, room, slack)
+        target = min(c.target, room.total)
+        if c.target - target > slack:
+            return [], (
+                f"room for at most {room.total:,} of the {c.target:,} members of {c.label or 'one kind'} "
+                "beside the members placed before them"
+            )
+        slots = [Slot(n, cap, room.scores.get(n, 0.0), search.order.get(n, 0)) for n, cap in room.caps.items()]
+        out: list[list[tuple[str, int]] | None] = []
+        seen: set[tuple[tuple[str, int], ...]] = set()
+
+        def add(p: list[tuple[str, int]] | None) -> None:
+            if p is None:
+                return
+            k = tuple(sorted(p))
+            if k not in seen:
+                seen.add(k)
+                out.append(p)
+
+        add(pack(slots, target, search.levels, search.labels, FEWEST))
+        if later:
+            # keep the nodes the later classes need most for them
+            contested = Counter[str]()
+            for lc in later:
+                for n, cap in rooms[lc.key].caps.items():
+                    contested[n] += cap
+            scale = max(room.scores.values(), default=0.0) + 1.0
+            calm = [Slot(s.node, s.cap, -contested[s.node] * scale + s.rank, s.order) for s in slots]
+            add(pack(calm, target, search.levels, search.labels, FEWEST))
+            add(pack(slots, target, search.levels, search.labels, FRAGMENTS))
+        return out[:MAX_PACKINGS], ""
+
+    def _member_candidates(
+        self, search: _Search, c: MemberClass, room: ClassRoom, slack: int
+    ) -> tuple[list[list[tuple[str, int]] | None], str]:
+        """A class of one member: its best nodes by score plus ``group_score``, and the nodes of the members placed
+        so far (a joint allocation there may make room)."""
+        m = c.rep
+        group_score = self.group_score
+        if group_score is None:
+            topo = self._topology(search.fw)
+            group_score = topo.group_score if topo is not None else None
+        used = [n for n, pls in search.on_node.items() if pls]
+        snap_nodes = self.s.cache.snapshot().node_map
+
+        def key(n: str) -> tuple[float, int]:
+            bonus = 0.0
+            info = snap_nodes.get(n)
+            if group_score is not None and info is not None:
+                bonus = float(group_score(m, info, used))
+            return (-(room.scores.get(n, 0.0) + bonus), search.order.get(n, 0))
+
+        ranked = sorted(room.caps, key=key)
+        nodes = ranked[:MAX_CANDIDATES_PER_MEMBER] + [n for n in ranked[MAX_CANDIDATES_PER_MEMBER:] if n in used]
+        out: list[list[tuple[str, int]] | None] = [[(n, 1)] for n in nodes]
+        if slack > 0:
+            out.append(None)  # this member may stay pending
+        return out, "" if out else f"{m.key}: no node can take it beside the members placed before it"
+
+    async def _place_classes(
+        self,
+        search: _Search,
+        classes: list[MemberClass],
+        model: CapacityModel,
+        rooms: dict[Hashable, ClassRoom],
+        scope: frozenset[str] | None,
+        need: int,
+    ) -> str | None:
+        """Place every class inside ``scope`` (None = anywhere), backtracking across classes. Returns None when
+        placed (``search.placed``), else why not. Raises :class:`_Budget`."""
+        slack = sum(c.target for c in classes) - need
+        frames: list[_Frame] = []
+        i = 0
+        reason = "no placement found"
+        while True:
+            if i == len(classes):
+                return None
+            if len(frames) == i:
+                c = classes[i]
+                if i == 0 and not search.placed:
+                    full = rooms[c.key]
+                    room = full if scope is None else _restrict(full, scope)
+                else:
+                    room = await self._scan(search, c, model, scope)
+                await self._score(search, c, room)
+                packings, why = self._packings(search, c, room, classes[i + 1 :], rooms, slack)
+                frames.append(_Frame(c, room, packings, reason=why))
+            f = frames[i]
+            if f.got is not None:
+                for pl in reversed(f.got):
+                    self._unplace(search, pl)
+                f.got = None
+                slack += f.short
+            advanced = False
+            while f.pos < len(f.packings):
+                p = f.packings[f.pos]
+                f.pos += 1
+                if p is None:
+                    if slack < 1:
+                        continue
+                    f.got, f.short = [], 1
+                    slack -= 1
+                    advanced = True
+                    break
+                search.steps += 1
+                if f.pos > 1:  # another packing of a class because a later class did not fit: backtracking
+                    search.backtracks += 1
+                    if search.backtracks > SEARCH_BUDGET:
+                        raise _Budget
+                got, short, why = await self._materialize(search, f.cls, f.room, p, slack)
+                if got is not None:
+                    f.got, f.short = got, short
+                    slack -= short
+                    advanced = True
+                    break
+                f.reason = why or f.reason
+                if f.cls.target > 1:
+                    break  # allocated node by node with corrections: other packings cannot place more
+            if advanced:
+                i += 1
+                continue
+            reason = f.reason or reason
+            frames.pop()
+            i -= 1
+            if i < 0:
+                return reason
+
+    async def _materialize(
+        self, search: _Search, c: MemberClass, room: ClassRoom, packing: list[tuple[str, int]], slack: int
+    ) -> tuple[list[_Placed] | None, int, str]:
+        """Allocate the class's members as packed. A node that takes fewer than planned keeps what it took and the
+        rest is packed again over the other nodes (for a class of several members). Returns (placed, members left
+        pending, why not)."""
+        target = sum(k for _, k in packing)
+        correct = c.target > 1
+        got: list[_Placed] = []
+        on: Counter[str] = Counter()
+        failed_at: dict[str, int] = {}
+        fails: Counter[str] = Counter()
+        queue = deque(packing)
+        members = c.members
+        while len(got) < target:
+            if not queue:
+                if not correct:
+                    break
+                avail = [
+                    Slot(n, cap - on[n], room.scores.get(n, 0.0), search.order.get(n, 0))
+                    for n, cap in room.caps.items()
+                    if cap - on[n] > 0 and failed_at.get(n, -1) < len(got) and fails[n] <= 3
+                ]
+                left = target - len(got)
+                more = pack(avail, min(left, sum(s.cap for s in avail)), search.levels, search.labels, FEWEST)
+                if not more:
+                    break
+                queue.extend(more)
+            node, k = queue.popleft()
+            for _ in range(k):
+                if len(got) >= len(members):
+                    break
+                pl = self._place(search, members[len(got)], node)
+                if pl is None:
+                    failed_at[node] = len(got)
+                    fails[node] += 1
+                    search.failures += 1
+                    self.stats["corrections"] += 1
+                    if search.failures > search.failure_budget:
+                        for x in reversed(got):
+                            self._unplace(search, x)
+                        raise _Budget
+                    break
+                got.append(pl)
+                on[node] += 1
+                await self._tick()
+        short = c.target - len(got)
+        if short > slack:
+            for pl in reversed(got):
+                self._unplace(search, pl)
+            what = c.label or "one kind"
+            if c.target == 1:
+                return None, 0, f"{c.rep.key}: does not fit on {packing[0][0]} beside the members placed before it"
+            return None, 0, (
+                f"{len(got):,} of the {c.target:,} members of {what} could be allocated "
+                f"{'on the nodes in scope' if room.nodes_in_scope else ''} (node by node, beside the members placed "
+                "before them)"
+            )
+        return got, short, ""
+
+    # --- one member -------------------------------------------------------------------------------
 
     def _state(self, fw: Framework, m: Pod, pending_claims: dict[str, ClaimAllocation]) -> tuple[CycleState, Status]:
         state = CycleState(self.s.cache.snapshot())
-        state.write(GROUP_PENDING_KEY, dict(pending_claims))
+        state.write(GROUP_PENDING_KEY, pending_claims)  # read by DynamicResources' PreFilter only
         pre, st = fw.run_pre_filter(state, m)
         if pre is not None and pre.node_names is not None:
             state.write("gang/node-names", pre.node_names)
         return state, st
 
-    def _candidates(
-        self,
-        fw: Framework,
-        m: Pod,
-        placed: list[_Placed],
-        pending_claims: dict[str, ClaimAllocation],
-        reasons: dict[str, str],
-    ) -> tuple[list[str], Any]:
-        """Nodes to try for member ``m`` (best first, at most a few) and its signature."""
-        state, st = self._state(fw, m, pending_claims)
-        if not st.is_success:
-            reasons[m.key] = st.message
-            return [], None
-        allowed = state.read("gang/node-names")
-        domain = self._domain
-        nodes = [
-            n
-            for n in state.snapshot.nodes
-            if (allowed is None or n.name in allowed) and (domain is None or n.name in domain)
-        ]
-        sig = fw.signature(state, m)
-        feasible: list[NodeInfo] = []
-        statuses: dict[str, Status] = {}
-        used = {pl.node for pl in placed}
-        for n in nodes:
-            fst = fw.run_filter_memo(state, m, n, sig)
-            if fst.is_success:
-                feasible.append(n)
-            elif fst.code == Code.ERROR:
-                reasons[m.key] = fst.message
-                return [], sig
-            else:
-                statuses[n.name] = fst
-        joint = [name for name, fst in statuses.items() if name in used and fst.plugin == DynamicResources.name]
-        if not feasible:
-            from scheduler.scheduler import fit_error
-
-            reasons[m.key] = fit_error(len(nodes), statuses)
-            if not joint:
-                return [], sig
-        order: list[str] = []
-        if feasible:
-            scores = fw.run_score(state, m, feasible, sig) if len(feasible) > 1 else None
-            ranked = list(range(len(feasible)))
-            used_nodes = [pl.node for pl in placed]
-
-            group_score = self.group_score
-            if group_score is None:
-                topo = self._topology(fw)
-                group_score = topo.group_score if topo is not None else None
-
-            def key(i: int) -> tuple[int, int]:
-                bonus = group_score(m, feasible[i], used_nodes) if group_score else 0
-                return (-(scores[i].score if scores else 0) - bonus, i)
-
-            ranked.sort(key=key)
-            order = [feasible[i].name for i in ranked]
-        # equal members are filtered by node order after this, so keep the full ranking and cut later
-        return order + joint, sig
-
-    def _place(
-        self, fw: Framework, m: Pod, node: str, placed: list[_Placed], pending_claims: dict[str, ClaimAllocation]
-    ) -> _Placed | None:
+    def _place(self, search: _Search, m: Pod, node: str) -> _Placed | None:
+        fw = search.fw
+        pending_claims = search.pending
         s = self.s
         state, st = self._state(fw, m, pending_claims)
         if not st.is_success:
+            return None
+        allowed = state.read("gang/node-names")
+        if allowed is not None and node not in allowed:
             return None
         info = state.snapshot.node_map.get(node)
         if info is None:
@@ -389,10 +907,11 @@ class GangScheduler:
         if not fst.is_success:
             if fst.plugin != DynamicResources.name or not isinstance(dra, DynamicResources):
                 return None
-            others = [pl for pl in placed if pl.node == node and pl.claim_uids]
-            if not others:
+            others = [pl for pl in search.on_node.get(node, ()) if pl.claim_uids]
+            if not others or len(others) > JOINT_MAX_MEMBERS:
                 return None
             # re-allocate the devices of the members already on this node together with this one
+            self.stats["joint_allocations"] += 1
             ledger = state.snapshot.ledger
             for pl in others:
                 prev = dra.allocation_for(pl.state, node)
@@ -419,7 +938,10 @@ class GangScheduler:
         if isinstance(dra, DynamicResources):
             for c, a in zip(claims, dra.allocation_for(state, node), strict=False):
                 pending_claims[c.meta.uid] = a
-        return _Placed(m, node, state, [c.meta.uid for c in claims], joint_with)
+        pl = _Placed(m, node, state, [c.meta.uid for c in claims], joint_with)
+        search.placed.append(pl)
+        search.on_node.setdefault(node, []).append(pl)
+        return pl
 
     def _reserve_claims(
         self,
@@ -448,7 +970,9 @@ class GangScheduler:
             if pl in others:
                 self._reserve_claims(dra, pl.state, node, prev, pending_claims, ledger)
 
-    def _unplace(self, fw: Framework, pl: _Placed, pending_claims: dict[str, ClaimAllocation]) -> None:
+    def _unplace(self, search: _Search, pl: _Placed) -> None:
+        fw = search.fw
+        pending_claims = search.pending
         fw.run_unreserve(pl.state, pl.pod, pl.node)
         self.s.cache.forget_pod(pl.pod)
         for uid in pl.claim_uids:
@@ -456,6 +980,62 @@ class GangScheduler:
         dra = fw.instances.get(DynamicResources.name)
         if pl.joint_with and isinstance(dra, DynamicResources):
             self._restore([o for o, _ in pl.joint_with], pl.joint_with, pl.node, dra, pending_claims)
+        if search.placed and search.placed[-1] is pl:
+            search.placed.pop()
+        else:
+            search.placed.remove(pl)
+        on = search.on_node.get(pl.node)
+        if on is not None:
+            if on and on[-1] is pl:
+                on.pop()
+            elif pl in on:
+                on.remove(pl)
+            if not on:
+                del search.on_node[pl.node]
+
+    def _undo_all(self, search: _Search) -> None:
+        for pl in reversed(list(search.placed)):
+            self._unplace(search, pl)
+
+    def _revalidate(self, search: _Search) -> str:
+        """After the cluster changed while the search yielded: is the placement still valid? Empty when it is."""
+        cache = self.s.cache
+        snap = cache.snapshot()
+        ledger = cache.ledger
+        for pl in search.placed:
+            cur = cache.pod(pl.pod.key)
+            if cur is None or cur.uid != pl.pod.uid or cur.meta.deleting or cur.node_name or not cache.is_assumed(
+                pl.pod.key
+            ):
+                return f"member {pl.pod.key} was deleted, replaced or bound meanwhile"
+        for node, pls in search.on_node.items():
+            info = snap.node_map.get(node)
+            if info is None:
+                return f"node {node} was deleted"
+            before = pls[0].state.snapshot.node_map.get(node)
+            if before is not None and before.node is not info.node:
+                a, b = before.node, info.node
+                if (a.unschedulable, a.taints, a.labels, a.allocatable) != (
+                    b.unschedulable,
+                    b.taints,
+                    b.labels,
+                    b.allocatable,
+                ):
+                    return f"node {node} changed"
+            alloc = info.node.allocatable
+            if info.pod_count > alloc.get("pods", 0):
+                return f"node {node} has too many pods now"
+            for r in {r for pl in pls for r, v in pl.pod.requests.items() if v > 0}:
+                if r in alloc and info.requested.get(r, 0) > alloc[r]:
+                    return f"node {node} has not enough {r} now"
+        for uid, chosen in search.pending.items():
+            for res in chosen.results:
+                if res.admin_access or res.share_id:
+                    continue
+                users = ledger.exclusive_users((res.driver, res.pool, res.device))
+                if users and users != {uid}:
+                    return f"device {res.driver}/{res.pool}/{res.device} was allocated to another claim"
+        return ""
 
     # --- commit -----------------------------------------------------------------------------------
 
@@ -472,6 +1052,7 @@ class GangScheduler:
                 failure = st
                 break
             written.append(pl)
+            await self._tick()
         if failure is not None:
             for pl in reversed(written):
                 await fw.run_rollback(pl.state, pl.pod, pl.node, api)
@@ -491,6 +1072,7 @@ class GangScheduler:
         for pl in placed:
             st = await fw.run_bind(pl.state, pl.pod, pl.node, api)
             i = infos[pl.pod.key]
+            await self._tick()
             if st.is_success:
                 bound += 1
                 self.last_results["scheduled"] += 1
@@ -516,6 +1098,21 @@ class GangScheduler:
         self.stats["placed"] += bound
         gs.scheduled_at = s.clock.now()
         gs.message = f"{bound} pods placed together"
+
+
+def _restrict(room: ClassRoom, scope: frozenset[str]) -> ClassRoom:
+    return ClassRoom(
+        caps={n: v for n, v in room.caps.items() if n in scope},
+        free={k: {n: v for n, v in d.items() if n in scope} for k, d in room.free.items()},
+        resources={n: v for n, v in room.resources.items() if n in scope},
+        scores={n: v for n, v in room.scores.items() if n in scope},
+        joint={n for n in room.joint if n in scope},
+        rejected={n: v for n, v in room.rejected.items() if n in scope},
+        nodes_in_scope=len(scope),
+        state=room.state,
+        sig=room.sig,
+        scored=False,
+    )
 
 
 # --- PodGroup status -------------------------------------------------------------------------------------

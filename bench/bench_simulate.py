@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import cProfile
 import io
+import os
 import pstats
 import random
 import resource
@@ -114,7 +115,8 @@ def main() -> None:
     )
     if prof:
         out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
+        order, rows = os.environ.get("PROF_SORT", "tottime"), int(os.environ.get("PROF_N", "18"))
+        pstats.Stats(prof, stream=out).sort_stats(order).print_stats(rows)
         print(out.getvalue())
 
 

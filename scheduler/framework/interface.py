@@ -88,13 +88,15 @@ _SKIP = Status(Code.SKIP)
 class CycleState:
     """Per-cycle scratchpad keyed by plugin name; also carries the cycle's snapshot."""
 
-    __slots__ = ("_data", "skip_filter", "skip_score", "snapshot")
+    __slots__ = ("_data", "node_tokens", "skip_filter", "skip_score", "snapshot")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self._data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        # node name -> the NodeTokenPlugins' token for this cycle (the framework's reuse memo fills it)
+        self.node_tokens: dict[str, Hashable] = {}
 
     def read(self, key: str) -> Any:
         return self._data.get(key)

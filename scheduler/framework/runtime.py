@@ -133,8 +133,8 @@ class Framework:
         self._scorer_names = frozenset(ws.plugin.name for ws in self.scorers)
         self._tokeners: list[NodeTokenPlugin] = [p for p in self._signers if isinstance(p, NodeTokenPlugin)]
         # (signature, node name) -> (NodeInfo, token, status) and (signature, node, plugin) -> (NodeInfo, token, score)
-        self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status, str]] = {}
-        self._score_memo: dict[tuple[Hashable, str, str], tuple[NodeInfo, Hashable, int]] = {}
+        self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status, Pod]] = {}
+        self._score_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, tuple[int, ...]]] = {}
         self._sig_ids: dict[Hashable, int] = {}
         self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
 
@@ -212,10 +212,7 @@ class Framework:
 
     def _token(self, state: CycleState, node: NodeInfo) -> Hashable:
         """The node's token for this cycle (computed once per node per cycle)."""
-        tokens: dict[str, Hashable] | None = state.read("framework/node-tokens")
-        if tokens is None:
-            tokens = {}
-            state.write("framework/node-tokens", tokens)
+        tokens = state.node_tokens
         tok: Hashable = tokens.get(node.name, _MISSING)
         if tok is _MISSING:
             ts = self._tokeners
@@ -224,7 +221,7 @@ class Framework:
             elif len(ts) == 1:
                 tok = ts[0].node_token(state, node)
             else:
-                tok = tuple(p.node_token(state, node) for p in ts)
+                tok = tuple([p.node_token(state, node) for p in ts])
             tokens[node.name] = tok
         return tok
 
@@ -232,12 +229,14 @@ class Framework:
         """``run_filter``, reusing the status of an earlier pod with the same signature on an unchanged node."""
         if sig is None:
             return self.run_filter(state, pod, node)
-        token = self._token(state, node)
+        token = state.node_tokens.get(node.name, _MISSING)
+        if token is _MISSING:
+            token = self._token(state, node)
         key = (sig, node.name)
         hit = self._filter_memo.get(key)
         if hit is not None and hit[0] is node and hit[1] == token:
             self.memo_stats["filter_hits"] += 1
-            if hit[3] != pod.key and not hit[2].is_success:
+            if hit[3] is not pod and hit[2].code != Code.SUCCESS:
                 # Another pod's rejection: same verdict, but its message may name that pod's objects.
                 reused: set[str] | None = state.read(REUSED_REJECTIONS)
                 if reused is None:
@@ -250,7 +249,7 @@ class Framework:
         if st.code != Code.ERROR:
             if len(self._filter_memo) > 500_000:
                 self._filter_memo.clear()
-            self._filter_memo[key] = (node, token, st, pod.key)
+            self._filter_memo[key] = (node, token, st, pod)
         return st
 
     def own_rejections(
@@ -309,30 +308,38 @@ class Framework:
         return self._timed("PreScore", start, Status.ok())
 
     def _raw_scores(
-        self, state: CycleState, pod: Pod, p: ScorePlugin, nodes: Sequence[NodeInfo], sig: Hashable | None
-    ) -> list[NodeScore]:
+        self, state: CycleState, pod: Pod, active: Sequence[WeightedScorer], nodes: Sequence[NodeInfo],
+        sig: Hashable | None,
+    ) -> list[list[int]]:
+        """Raw scores per active plugin (rows) and node (columns). With a signature, a node's scores of all
+        active plugins are reused together while the node and its token are unchanged."""
         if sig is None:
-            return [NodeScore(n.name, p.score(state, pod, n)) for n in nodes]
+            return [[ws.plugin.score(state, pod, n) for n in nodes] for ws in active]
         memo = self._score_memo
-        out = []
+        key0 = (sig, tuple([ws.plugin.name for ws in active]))
+        tokens = state.node_tokens
+        rows: list[list[int]] = [[0] * len(nodes) for _ in active]
         hits = 0
-        pname = p.name
-        for n in nodes:
-            key = (sig, n.name, pname)
-            token = self._token(state, n)
+        for j, n in enumerate(nodes):
+            name = n.name
+            token = tokens.get(name, _MISSING)
+            if token is _MISSING:
+                token = self._token(state, n)
+            key = (key0, name)
             hit = memo.get(key)
             if hit is not None and hit[0] is n and hit[1] == token:
-                out.append(NodeScore(n.name, hit[2]))
+                vals = hit[2]
                 hits += 1
-                continue
-            v = p.score(state, pod, n)
-            memo[key] = (n, token, v)
-            out.append(NodeScore(n.name, v))
-        self.memo_stats["score_hits"] += hits
-        self.memo_stats["score_misses"] += len(nodes) - hits
-        if len(memo) > 1_000_000:
+            else:
+                vals = tuple([ws.plugin.score(state, pod, n) for ws in active])
+                memo[key] = (n, token, vals)
+            for i, v in enumerate(vals):
+                rows[i][j] = v
+        self.memo_stats["score_hits"] += hits * len(active)
+        self.memo_stats["score_misses"] += (len(nodes) - hits) * len(active)
+        if len(memo) > 500_000:
             memo.clear()
-        return out
+        return rows
 
     def run_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], sig: Hashable | None = None
@@ -341,23 +348,28 @@ class Framework:
         start = time.perf_counter()
         totals = [NodeScore(n.name, 0) for n in nodes]
         skip = state.skip_score
-        for ws in self.scorers:
+        active = [ws for ws in self.scorers if ws.plugin.name not in skip]
+        rows = self._raw_scores(state, pod, active, nodes, sig)
+        names = [n.name for n in nodes]
+        for ws, row in zip(active, rows, strict=True):
             p = ws.plugin
-            if p.name in skip:
-                continue
             t0 = time.perf_counter()
-            scores = self._raw_scores(state, pod, p, nodes, sig)
             if isinstance(p, ScoreNormalizer):
+                scores = [NodeScore(nm, v) for nm, v in zip(names, row, strict=True)]
                 st = p.normalize_score(state, pod, scores)
                 if not st.is_success:
                     raise FrameworkError(f"{p.name}: normalize score: {st.message}")
-            for i, s in enumerate(scores):
-                if not 0 <= s.score <= MAX_NODE_SCORE:
-                    raise FrameworkError(
-                        f"plugin {p.name} returned an invalid score {s.score} for node {s.name}: "
-                        f"must be in [0, {MAX_NODE_SCORE}]"
-                    )
-                totals[i].score += s.score * ws.weight
+                row = [s.score for s in scores]
+            if min(row, default=0) < 0 or max(row, default=0) > MAX_NODE_SCORE:
+                bad = next(i for i, v in enumerate(row) if not 0 <= v <= MAX_NODE_SCORE)
+                raise FrameworkError(
+                    f"plugin {p.name} returned an invalid score {row[bad]} for node {names[bad]}: "
+                    f"must be in [0, {MAX_NODE_SCORE}]"
+                )
+            w = ws.weight
+            for i, v in enumerate(row):
+                if v:
+                    totals[i].score += v * w
             self.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
         self._timed("Score", start, Status.ok())
         return totals

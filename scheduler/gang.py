@@ -394,6 +394,7 @@ class GangScheduler:
             return search, _Result(None, reason)
         self.stats["classes"] += len(classes)
         model = CapacityModel(fw.instances, fw.filter, self._matches)
+        model.device_classes = snap.classes  # extended resources backed by DRA are counted as devices
         rough = {c.key: await self._rough(search, c, model) for c in classes}
         if all(r.caps for r in rough.values()):
             short = shortage(classes, rough, need, model, {})

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plugins.dra.allocator import AllocationError, Allocator, Pool, _Req
+from plugins.dra.extended import should_delegate
 from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
 from plugins.dra.plugin import DynamicResources
 from plugins.noderesources.fit import NodeResourcesFit, is_extended_resource, is_scalar_resource
@@ -181,6 +182,7 @@ class CapacityModel:
     the same objects/generation; only which of them are free is looked up each time."""
 
     def __init__(self, instances: Mapping[str, Any], filters: Iterable[Any], matches: MatchCache | None = None) -> None:
+        self.device_classes: Mapping[str, Any] = {}
         names = {getattr(p, "name", "") for p in filters}
         dra = instances.get(DynamicResources.name)
         fit = instances.get(NodeResourcesFit.name)
@@ -215,6 +217,12 @@ class CapacityModel:
     def free_resources(self, info: NodeInfo, resources: Sequence[str]) -> dict[str, int]:
         alloc, used = info.node.allocatable, info.requested
         out = {r: max(0, alloc.get(r, 0) - used.get(r, 0)) for r in resources}
+        if self.device_classes:
+            for r in resources:
+                # An extended resource the node does not serve but a DeviceClass maps (KEP-5004) comes from
+                # DRA devices: no node-resource bound (the placement allocates the devices themselves).
+                if should_delegate(r, info.node, self.device_classes):
+                    out[r] = UNBOUNDED
         out[PODS] = max(0, alloc.get(PODS, 0) - info.pod_count)
         return out
 

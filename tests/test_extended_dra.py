@@ -795,3 +795,21 @@ def test_user_claims_and_extended_resources_together() -> None:
     p2["spec"]["containers"][0]["resources"]["limits"][GPU] = "3"
     res = run([node("n"), device_class(), gpu_slice("n", 3), template, p2])
     assert "nodeName" not in by_kind(res, "Pod")["p"]["spec"]
+
+
+def test_gang_of_dra_backed_extended_resource_pods_is_placed_whole() -> None:
+    """The gang capacity bound must count a DRA-backed extended resource as devices, not as node
+    allocatable (which nodes without native support lack): 3 members x 2 GPUs on 2 nodes x 4 devices."""
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 3}}
+    members = []
+    for i in range(3):
+        p = pod(f"m{i}")
+        p["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "g"}
+        members.append(p)
+    res = run([device_class(), node("n1"), node("n2"), gpu_slice("n1", 4), gpu_slice("n2", 4), group, *members])
+    pods = by_kind(res, "Pod")
+    assert all(p["spec"].get("nodeName") for p in pods.values()), {n: pod_condition(p) for n, p in pods.items()}
+    for name in pods:
+        claim = ext_claim_of(res, name)
+        assert len(claim["status"]["allocation"]["devices"]["results"]) == 2

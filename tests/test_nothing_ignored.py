@@ -196,3 +196,38 @@ def test_higher_priority_pod_is_scheduled_first() -> None:
     ])
     assert pods["high"]["spec"].get("nodeName") == "n1"
     assert not pods["low"]["spec"].get("nodeName")
+
+
+# --- gangs: members left pending say why (issue #9 item 3) -------------------------------------------------
+
+
+def _xk8s_group(name: str, min_member: int) -> Obj:
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": min_member}}
+
+
+def _cpu_pod(name: str, cpu: str, group: str) -> Obj:
+    return _pod(name, {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+                labels={"scheduling.x-k8s.io/pod-group": group})
+
+
+def test_members_beyond_min_member_that_do_not_fit_say_why() -> None:
+    """minMember 2 of 4 members, room for 3: the group is placed (3 bound) and the 4th member, left over,
+    carries PodScheduled=False with a reason instead of nothing."""
+    pods = _run([_node("n1"), _xk8s_group("g", 2), *[_cpu_pod(f"m{i}", "2500m", "g") for i in range(4)]])
+    bound = [n for n, p in pods.items() if p["spec"].get("nodeName")]
+    assert len(bound) == 3, bound
+    for name, pod in pods.items():
+        if pod["spec"].get("nodeName"):
+            continue
+        cond = _condition(pod)
+        assert cond is not None and cond["status"] == "False", f"{name}: {pod.get('status')}"
+        assert cond["reason"] == "Unschedulable" and "cpu" in cond["message"], cond
+
+
+def test_gang_that_cannot_be_placed_marks_every_member() -> None:
+    pods = _run([_node("n1"), _xk8s_group("g", 3), *[_cpu_pod(f"m{i}", "3", "g") for i in range(3)]])
+    for name, pod in pods.items():
+        assert not pod["spec"].get("nodeName"), name
+        cond = _condition(pod)
+        assert cond is not None and cond["status"] == "False" and cond["message"], f"{name}: {pod.get('status')}"

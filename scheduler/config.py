@@ -93,8 +93,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("VolumeBinding", 1),
         PluginRef("PodTopologySpread", 2),
         PluginRef("InterPodAffinity", 2),
-        # firstAvailable order is the user's explicit preference: it outweighs packing/topology (<= 3 x 100)
-        PluginRef("DynamicResources", 7),
+        PluginRef("DynamicResources", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
         PluginRef("GpuTopology", 3),

@@ -188,7 +188,7 @@ def test_reenabled_default_keeps_its_place_with_new_weight() -> None:
         PluginRef("TaintToleration", 3),
         PluginRef("NodeAffinity", 7),
         PluginRef("NodeResourcesFit", 1),
-        PluginRef("DynamicResources", 7),
+        PluginRef("DynamicResources", 2),
         PluginRef("GpuTopology", 3),
         PluginRef("GangPermit", 4),
     )

@@ -268,20 +268,20 @@ def test_scheduled_event_explains_the_device_choice(result: Any) -> None:
     assert msg.endswith("gpu-0..3 NV12 all-pairs, NUMA 3+1") or "NV12 all-pairs" in msg
 
 
-def test_first_available_rank_is_min_max_normalised() -> None:
-    """KEP-4816: the node where the best subrequest fits gets 100, the worst 0 (then weight 7 in the
-    default profile), so the user's firstAvailable order outweighs packing/topology (<= 3 x 100)."""
+def test_first_available_rank_is_normalised_as_upstream() -> None:
+    """KEP-4816 / kubernetes 1.37.2 dynamicresources.go NormalizeScore: DefaultNormalizeScore (the best
+    node 100, the others in proportion to the max), weight 2 in the default profile as upstream."""
     from plugins.dra.plugin import DynamicResources
     from scheduler.framework.interface import NodeScore
 
     plugin = DynamicResources({})
     scores = [NodeScore("h100", 8), NodeScore("a100", 7), NodeScore("l40s", 6)]
     plugin.normalize_score(None, None, scores)  # type: ignore[arg-type]
-    assert [s.score for s in scores] == [100, 50, 0]
-    same = [NodeScore("a", 8), NodeScore("b", 8)]
-    plugin.normalize_score(None, None, same)  # type: ignore[arg-type]
-    assert [s.score for s in same] == [0, 0]
+    assert [s.score for s in scores] == [100, 87, 75]
+    none = [NodeScore("a", 0), NodeScore("b", 0)]
+    plugin.normalize_score(None, None, none)  # type: ignore[arg-type]
+    assert [s.score for s in none] == [0, 0]
     from scheduler.config import DEFAULT_PLUGINS
 
     weights = {r.name: r.weight for r in DEFAULT_PLUGINS["score"]}
-    assert weights["DynamicResources"] * 50 > weights["GpuTopology"] * 100  # one rank step beats topology
+    assert weights["DynamicResources"] == 2

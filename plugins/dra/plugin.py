@@ -7,10 +7,41 @@ Filter       run the allocator for the node (results cached per node state, see 
 Score        prefer nodes where ``firstAvailable`` could use earlier subrequests (upstream 1.35+).
 Reserve      record the chosen allocations as in-flight in the device ledger (no API write).
 Unreserve    drop them.
-PreBind      write finalizer, then ``status.allocation`` + ``status.reservedFor`` with the claim's
-             resourceVersion (retry on 409 with a fresh GET; never overwrite another allocation; refuse
-             claims being deleted); then mark the write as assumed in the ledger.
+PreBind      write finalizer, then ``status.allocation`` (with ``allocationTimestamp``) + ``status.reservedFor``
+             with the claim's resourceVersion (retry on 409 with a fresh GET; never overwrite another
+             allocation; refuse claims being deleted); then mark the write as assumed in the ledger; then
+             wait for the devices' binding conditions (below).
 rollback     undo what PreBind wrote for this attempt.
+
+Device binding conditions (KEP-5007; gates DRADeviceBindingConditions + DRAResourceClaimDeviceStatus, beta
+and on in 1.37; kubernetes v1.37.2 ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``
+``PreBind``, ``bindClaim``, ``isClaimReadyForBinding``, ``isClaimTimeout``, ``isPodReadyForBinding``):
+
+* the allocator skips devices with ``bindingConditions`` when the gates are off, searches pools holding such
+  devices last, copies ``bindingConditions`` / ``bindingFailureConditions`` into the results and pins the
+  allocation to the node for a ``bindsToNode`` device (:mod:`plugins.dra.allocator`);
+* every allocation PreBind writes carries ``allocationTimestamp`` (RFC 3339, the scheduler's wall clock);
+* after the writes, when a device of any of the pod's claims has ``bindingConditions``, PreBind records the
+  Event ``BindingConditionsPending`` and polls the claims (first at once, then every
+  ``BINDING_POLL_SECONDS``; upstream polls its informer every 5 s) until, for every such device, the
+  ``status.devices`` entry with its driver/pool/device has every binding condition ``True``. A ``True``
+  ``bindingFailureCondition`` fails at once (``device binding failed: claim=..., reason=..., message=...``);
+  ``bindingTimeout`` (args, default 600 s) since the wait began, or since the claim's
+  ``allocationTimestamp``, fails with ``device binding timeout: claim=...``; both messages then name the
+  devices and their failed / pending conditions, as upstream logs them. The pod is sent to backoff and its
+  writes are undone; a claim whose binding failed or timed out is deallocated when no other pod reserves
+  it, which is what upstream's next attempt does (Filter: "resourceclaim not available on the node", then
+  PostFilter deallocates). The wait only sleeps on the event loop: live, binding cycles are tasks, so other
+  pods keep being scheduled. Time comes from :class:`BindingClock`; ``simulate`` drives it with its fake
+  clock (:func:`use_binding_clock`): no DRA driver runs there, so a pod waits ``bindingTimeout`` of fake time
+  (at once), is rolled back and retried like upstream, and ends ``PodScheduled=False`` with the timeout
+  message naming the pending conditions.
+
+Deliberate differences: the wait reads the claims from the API server (upstream: its informer cache); a
+failure condition on any claim fails the wait even while an earlier claim is still pending, and a claim that
+is deleted, replaced or deallocated during the wait fails it at once (upstream waits for the timeout); an
+allocation written by someone else without ``allocationTimestamp`` gets none from us (upstream adds one
+when it reserves such a claim, which the API server refuses: ``status.allocation`` is immutable).
 
 Extended resources backed by DRA (KEP-5004, DRAExtendedResource, GA in 1.37; upstream
 ``dynamicresources/extendeddynamicresources.go``, helpers in :mod:`plugins.dra.extended`): a pod whose
@@ -40,9 +71,13 @@ whose devices did not change since the previous pod — the common case when a f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Mapping, Sequence
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
 
 import structlog
 
@@ -73,6 +108,7 @@ from plugins.dra.taintrules import KIND as TAINT_RULE_KIND
 from plugins.dra.taintrules import TaintRules, TaintRuleTracker, describe_taint, untolerated_taint
 from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
+from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -103,6 +139,47 @@ DEVICE_ORDER_KEY = "DynamicResources/device-order"
 MAX_CONSUMERS = 256  # ResourceClaimReservedForMaxSize
 FIRST_AVAILABLE_MAX = 8
 CONFLICT_RETRIES = 5
+BINDING_TIMEOUT_DEFAULT = 600.0  # DynamicResourcesBindingTimeoutDefault
+BINDING_POLL_SECONDS = 1.0  # between two looks at the claims while waiting for binding conditions
+
+
+class _ManualClock(Protocol):
+    def now(self) -> float: ...
+
+    def advance(self, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BindingClock:
+    """Time for PreBind's wait for device binding conditions: ``monotonic`` for the wait's own deadline,
+    ``wall`` (seconds since the epoch) for ``allocationTimestamp`` and its timeout, ``sleep`` between polls."""
+
+    monotonic: Callable[[], float]
+    wall: Callable[[], float]
+    sleep: Callable[[float], Awaitable[None]]
+
+
+REAL_CLOCK = BindingClock(time.monotonic, time.time, asyncio.sleep)
+
+
+def fake_binding_clock(clock: _ManualClock, epoch: float) -> BindingClock:
+    """A clock a test or ``simulate`` moves: sleeping advances ``clock`` and yields once to the event loop
+    (so tasks playing a DRA driver can write in between); the wall clock is ``epoch + clock.now()``."""
+
+    async def sleep(seconds: float) -> None:
+        clock.advance(max(0.0, seconds))
+        await asyncio.sleep(0)
+
+    return BindingClock(clock.now, lambda: epoch + clock.now(), sleep)
+
+
+def use_binding_clock(scheduler: Any, clock: BindingClock) -> None:
+    """Give every profile's DynamicResources instance of ``scheduler`` (a :class:`scheduler.scheduler.Scheduler`)
+    this clock (``simulate``: its fake clock)."""
+    for fw in scheduler.profiles.values():
+        inst = fw.instances.get(NAME)
+        if isinstance(inst, DynamicResources):
+            inst.binding_clock = clock
 
 
 class ClaimResolutionError(Exception):
@@ -190,6 +267,8 @@ class _CycleData:
     written: list[tuple[ResourceClaim, bool]] = field(default_factory=list)  # (claim, allocated by us)
     owner: DynamicResources | None = None
     ext: _Extended | None = None
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)  # claim uid -> what PreBind wrote
+    binding_failed: set[str] = field(default_factory=set)  # claim uids whose binding conditions failed/timed out
 
     def alloc_claims(self) -> list[ResourceClaim]:
         """The claims the allocator allocates, in the order of each node's allocation list: the pod's
@@ -213,7 +292,9 @@ class DynamicResources:
             partitionable_devices=bool(gates.get("DRAPartitionableDevices", True)),
             device_taints=bool(gates.get("DRADeviceTaints", True)),
             consumable_capacity=bool(gates.get("DRAConsumableCapacity", True)),
-            binding_conditions=bool(gates.get("DRADeviceBindingConditions", True)),
+            # DeviceBindingAndStatus: both gates (upstream feature.Features)
+            binding_conditions=bool(gates.get("DRADeviceBindingConditions", True))
+            and bool(gates.get("DRAResourceClaimDeviceStatus", True)),
             device_taint_rules=bool(gates.get("DRADeviceTaintRules", True)),
         )
         self.selectors = SelectorCache(get_engine(args.get("celEngine") or None))
@@ -223,6 +304,10 @@ class DynamicResources:
         self._results: dict[tuple[Any, ...], tuple[list[ClaimAllocation] | None, str, Any]] = {}
         self._taint_rules = TaintRuleTracker()  # DeviceTaintRules of the snapshots (plugins.dra.taintrules)
         self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
+        bt = args.get("bindingTimeout")
+        self.binding_timeout = parse_go_duration(bt) if isinstance(bt, str) else BINDING_TIMEOUT_DEFAULT
+        self.binding_clock = REAL_CLOCK
+        self.binding_poll = BINDING_POLL_SECONDS
 
     # --- registration --------------------------------------------------------------------------------
 
@@ -614,12 +699,11 @@ class DynamicResources:
         return total
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
-        """Min-max (KEP-4816): the nodes where the best-ranked subrequests fit get 100, the worst 0, so
-        a user's firstAvailable order is not drowned by packing or topology scores."""
-        lo = min((s.score for s in scores), default=0)
-        hi = max((s.score for s in scores), default=0)
-        for s in scores:
-            s.score = (s.score - lo) * MAX_NODE_SCORE // (hi - lo) if hi > lo else 0
+        """``helper.DefaultNormalizeScore(MaxNodeScore, false)`` as upstream 1.37.2 (dynamicresources.go
+        NormalizeScore): the node with the best-ranked firstAvailable subrequests gets 100, the others in
+        proportion. With the default weight 2 (upstream's), packing and topology can outweigh the rank; an
+        admin who wants the user's order to win raises the weight in the ConfigMap."""
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.ok()
 
     # --- Reserve / Unreserve ---------------------------------------------------------------------------
@@ -663,12 +747,136 @@ class DynamicResources:
             except _BindError as e:
                 return Status.error(str(e))
             data.written.append((claim, alloc is not None))
+            data.latest[claim.meta.uid] = written
             if alloc is not None:
                 rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
                 ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
         if data.ext is not None:
-            return await self._pre_bind_extended(state, data, data.ext, pod, node, api)
-        return Status.ok()
+            st = await self._pre_bind_extended(state, data, data.ext, pod, node, api)
+            if not st.is_success:
+                return st
+        return await self._wait_for_binding_conditions(state, data, pod, node, api)
+
+    # --- PreBind: device binding conditions (KEP-5007) ---------------------------------------------------
+
+    def _bound_claims(self, data: _CycleData) -> list[tuple[ResourceClaim, Mapping[str, Any]]]:
+        """The pod's claims as PreBind left them (what it wrote, else the cycle's copy), the special claim for
+        extended resources included when it exists in the API server."""
+        out: list[tuple[ResourceClaim, Mapping[str, Any]]] = [
+            (c, data.latest.get(c.meta.uid) or c.raw) for c in data.claims
+        ]
+        ext = data.ext
+        if ext is not None:
+            target = ext.created or (ext.claim if ext.existing else None)
+            if target is not None:
+                out.append((target, data.latest.get(target.meta.uid) or target.raw))
+        return out
+
+    async def _wait_for_binding_conditions(
+        self, state: CycleState, data: _CycleData, pod: Pod, node: str, api: ClusterAPI
+    ) -> Status:
+        """Upstream PreBind's last step: wait until every allocated device with ``bindingConditions`` has them
+        all ``True`` in ``status.devices``; a ``True`` failure condition or ``bindingTimeout`` fails."""
+        if not self.features.binding_conditions:
+            return Status.ok()
+        targets = [c for c, raw in self._bound_claims(data) if _binding_devices(raw)]
+        if not targets:
+            return Status.ok()
+        await api.event(
+            dict(pod.raw),
+            "Normal",
+            "BindingConditionsPending",
+            f"waiting for binding conditions for device on node {node}",
+            "Scheduling",
+        )
+        clock = self.binding_clock
+        deadline = clock.monotonic() + self.binding_timeout
+        latest: dict[str, Mapping[str, Any]] = {c.meta.uid: raw for c, raw in self._bound_claims(data)}
+        while True:
+            for c in targets:
+                try:
+                    obj = await api.get("ResourceClaim", c.namespace, c.name)
+                except NotFound:
+                    return await self._binding_failed(
+                        state, data, pod, node, api, [], f"claim {c.key} got deleted in the meantime"
+                    )
+                except ApiError as e:
+                    # the claim is read again at the next poll; the timeout still applies
+                    log.warning("binding conditions: cannot read claim", claim=c.key, pod=pod.key, error=str(e))
+                    continue
+                if (obj.get("metadata") or {}).get("uid") != c.meta.uid:
+                    return await self._binding_failed(
+                        state, data, pod, node, api, [], f"claim {c.key} got replaced in the meantime"
+                    )
+                if not (obj.get("status") or {}).get("allocation"):
+                    return await self._binding_failed(
+                        state, data, pod, node, api, [], f"claim {c.key} got deallocated in the meantime"
+                    )
+                latest[c.meta.uid] = obj
+            pending: list[ResourceClaim] = []
+            for c in targets:
+                devices = _binding_devices(latest[c.meta.uid])
+                failed = next((d for d in devices if d.failed), None)
+                if failed is not None:
+                    reason, message = failed.first_failure
+                    return await self._binding_failed(
+                        state,
+                        data,
+                        pod,
+                        node,
+                        api,
+                        [c],
+                        f"device binding failed: claim={c.name}, reason={reason}, message={json.dumps(message)}; "
+                        f"devices: {_format_devices(d for d in devices if d.failed)}",
+                    )
+                if any(d.pending for d in devices):
+                    pending.append(c)
+            if not pending:
+                log.info("binding conditions met", pod=pod.key, node=node)
+                return Status.ok()
+            now = clock.monotonic()
+            wall = clock.wall()
+            late = next((c for c in pending if _allocated_at(latest[c.meta.uid]) + self.binding_timeout < wall), None)
+            if late is not None or now >= deadline:
+                first = late or pending[0]
+                devices = [d for c in pending for d in _binding_devices(latest[c.meta.uid]) if d.pending]
+                return await self._binding_failed(
+                    state,
+                    data,
+                    pod,
+                    node,
+                    api,
+                    pending,
+                    f"device binding timeout: claim={first.name}: binding conditions not met within "
+                    f"{format_go_duration(self.binding_timeout)}; devices: {_format_devices(devices)}",
+                )
+            await clock.sleep(min(self.binding_poll, deadline - now))
+
+    async def _binding_failed(
+        self,
+        state: CycleState,
+        data: _CycleData,
+        pod: Pod,
+        node: str,
+        api: ClusterAPI,
+        claims: Sequence[ResourceClaim],
+        message: str,
+    ) -> Status:
+        """Undo this attempt at once (the gang commit rolls back only members whose PreBind succeeded; a
+        second rollback finds nothing left to undo). ``claims`` failed or timed out: they are deallocated
+        when nobody else reserves them, also when an earlier attempt wrote them."""
+        log.warning("device binding conditions failed", pod=pod.key, node=node, error=message)
+        written = {c.meta.uid for c, _ in data.written}
+        for c in claims:
+            data.binding_failed.add(c.meta.uid)
+            ext = data.ext
+            is_ext = ext is not None and c.meta.uid in {
+                x.meta.uid for x in (ext.created, ext.claim if ext.existing else None) if x is not None
+            }
+            if c.meta.uid not in written and not is_ext:
+                data.written.append((c, False))  # reserved by an earlier attempt: drop our reservation too
+        await self.rollback(state, pod, node, api)
+        return Status.error(message)
 
     async def _pre_bind_extended(
         self, state: CycleState, data: _CycleData, ext: _Extended, pod: Pod, node: str, api: ClusterAPI
@@ -717,6 +925,7 @@ class DynamicResources:
                 written = await self._bind_claim(api, claim, pod, alloc)
             except _BindError as e:
                 return Status.error(str(e))
+            data.latest[claim.meta.uid] = written
             if alloc is not None:
                 rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
                 ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
@@ -760,13 +969,19 @@ class DynamicResources:
             try:
                 if alloc is not None:
                     existing = status.get("allocation")
-                    if existing and existing != alloc.raw:
+                    if existing and _without_timestamp(existing) != alloc.raw:
                         raise _BindError(f"claim {claim.key} got allocated elsewhere in the meantime")
                     if CLAIM_FINALIZER not in (meta.get("finalizers") or []):
                         meta["finalizers"] = [*(meta.get("finalizers") or []), CLAIM_FINALIZER]
                         obj = await api.update("ResourceClaim", obj)
                         status = obj.setdefault("status", {})
-                    status["allocation"] = alloc.raw
+                    if existing:
+                        status["allocation"] = existing
+                    elif self.features.binding_conditions:
+                        # upstream bindClaim: allocationTimestamp = now (the results are shared: copy)
+                        status["allocation"] = {**alloc.raw, "allocationTimestamp": _rfc3339(self.binding_clock.wall())}
+                    else:
+                        status["allocation"] = alloc.raw
                 elif not status.get("allocation"):
                     if attempt == 0:
                         # our copy predates the allocation (written by another member of a gang)
@@ -805,7 +1020,9 @@ class DynamicResources:
                 status = obj.setdefault("status", {})
                 reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod.uid]
                 status["reservedFor"] = reserved
-                dealloc = allocated_by_us and not reserved
+                # a claim whose binding conditions failed or timed out is deallocated whoever allocated it
+                # (upstream: the next attempt's Filter + PostFilter)
+                dealloc = (allocated_by_us or claim.meta.uid in data.binding_failed) and not reserved
                 if dealloc:
                     status.pop("allocation", None)
                     status.pop("devices", None)
@@ -824,6 +1041,7 @@ class DynamicResources:
                     ledger.assume(claim.meta.uid, claim.key, None, rv)
                 break
         data.written.clear()
+        data.binding_failed.clear()
         ext = data.ext
         if ext is not None:
             # unreserveExtendedResourceClaim: a special claim that exists in the API server is deleted
@@ -882,6 +1100,127 @@ def node_allocation(state: CycleState, node: NodeInfo) -> list[ClaimAllocation] 
     except AllocationError:
         return None
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class _BindingDevice:
+    """One allocated device with binding conditions, as the claim's status reports it (upstream
+    ``BindingConditionsStatus``)."""
+
+    driver: str
+    pool: str
+    device: str
+    pending: tuple[str, ...]  # binding conditions not True yet (all of them without a status entry)
+    failed: tuple[str, ...]  # binding failure conditions that are True
+    first_failure: tuple[str, str] = ("", "")  # (reason, message) of the first True failure condition
+
+
+def _binding_devices(claim: Mapping[str, Any]) -> list[_BindingDevice]:
+    """The claim's allocated devices that have ``bindingConditions``, with their state in ``status.devices``
+    (the entry with the same driver, pool and device, as upstream ``getAllocatedDeviceStatus``)."""
+    status = claim.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    entries = [d for d in status.get("devices") or [] if isinstance(d, Mapping)]
+    out: list[_BindingDevice] = []
+    for r in results:
+        if not isinstance(r, Mapping) or not r.get("bindingConditions"):
+            continue
+        driver, pool, device = str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))
+        entry = next(
+            (e for e in entries if (e.get("driver"), e.get("pool"), e.get("device")) == (driver, pool, device)), None
+        )
+        wanted = tuple(str(c) for c in r.get("bindingConditions") or [])
+        if entry is None:
+            out.append(_BindingDevice(driver, pool, device, wanted, ()))
+            continue
+        conds = {str(c.get("type")): c for c in entry.get("conditions") or [] if isinstance(c, Mapping) and "type" in c}
+
+        def true(t: str, conds: Mapping[str, Mapping[str, Any]] = conds) -> bool:
+            return conds.get(t, {}).get("status") == "True"
+
+        failed = tuple(str(c) for c in r.get("bindingFailureConditions") or [] if true(str(c)))
+        first = ("", "")
+        if failed:
+            c = conds[failed[0]]
+            first = (str(c.get("reason", "")), str(c.get("message", "")))
+        out.append(_BindingDevice(driver, pool, device, tuple(c for c in wanted if not true(c)), failed, first))
+    return out
+
+
+def _format_devices(devices: Iterable[_BindingDevice]) -> str:
+    """Upstream ``formatBCStatusOneLine``: ``<driver=D, pool=P> device failed=[..] pending=[..]; ...``."""
+    parts = []
+    for d in devices:
+        part = f"<driver={d.driver}, pool={d.pool}> {d.device}"
+        if d.failed:
+            part += f" failed=[{','.join(d.failed)}]"
+        if d.pending:
+            part += f" pending=[{','.join(d.pending)}]"
+        parts.append(part)
+    return "; ".join(parts)
+
+
+def _allocated_at(claim: Mapping[str, Any]) -> float:
+    """``status.allocation.allocationTimestamp`` in seconds since the epoch; +inf when unset or unreadable (no
+    timeout from it, as upstream ``isClaimTimeout``)."""
+    ts = ((claim.get("status") or {}).get("allocation") or {}).get("allocationTimestamp")
+    if not isinstance(ts, str):
+        return float("inf")
+    try:
+        t = datetime.fromisoformat(ts)
+    except ValueError:
+        return float("inf")
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def _rfc3339(epoch: float) -> str:
+    """metav1.Time's JSON form (RFC 3339, seconds, UTC)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _without_timestamp(allocation: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "allocationTimestamp" not in allocation:
+        return allocation
+    return {k: v for k, v in allocation.items() if k != "allocationTimestamp"}
+
+
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float:
+    """Go ``time.ParseDuration`` (the JSON form of metav1.Duration), in seconds: ``600s``, ``10m``, ``1h30m``,
+    ``1.5s``, ``-1s``, ``0``. Raises ValueError with Go's message."""
+    s = text
+    sign = 1.0
+    if s[:1] in ("-", "+"):
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        raise ValueError(f"time: invalid duration {json.dumps(text)}")
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if m is None or m.group(1) in ("", "."):
+            if re.fullmatch(r"[0-9.]+", s[pos:]):
+                raise ValueError(f"time: missing unit in duration {json.dumps(text)}")
+            raise ValueError(f"time: invalid duration {json.dumps(text)}")
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total
+
+
+def format_go_duration(seconds: float) -> str:
+    """Go's ``Duration.String`` for whole and fractional seconds: ``10m0s``, ``1h0m0s``, ``30s``, ``1.5s``."""
+    if seconds != int(seconds) or seconds < 60:
+        return f"{seconds:g}s"
+    whole = int(seconds)
+    h, rest = divmod(whole, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}h{m}m{sec}s" if h else f"{m}m{sec}s"
 
 
 def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -952,9 +1291,33 @@ def _validate(args: Mapping[str, Any], path: str) -> list[str]:
         elif k == "filterTimeout":
             if not isinstance(v, str):
                 errors.append(f"{path}.filterTimeout: must be a duration string such as 10s")
+        elif k == "bindingTimeout":
+            errors.extend(_validate_binding_timeout(args, v, path))
         else:
             errors.append(f"{path}.{k}: unknown field")
     return errors
+
+
+def _validate_binding_timeout(args: Mapping[str, Any], v: Any, path: str) -> list[str]:
+    """``ValidateDynamicResourcesArgs`` (v1.37.2 ``pkg/scheduler/apis/config/validation/validation_pluginargs.go``):
+    with DRADeviceBindingConditions and DRAResourceClaimDeviceStatus on, at least one second; with either
+    off, not allowed at all."""
+    if not isinstance(v, str):
+        return [f"{path}.bindingTimeout: must be a duration string such as 600s or 10m"]
+    try:
+        seconds = parse_go_duration(v)
+    except ValueError as e:
+        return [f"{path}.bindingTimeout: {e}"]
+    gates = args.get("featureGates")
+    gates = gates if isinstance(gates, Mapping) else {}
+    if any(gates.get(g, True) is False for g in ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus")):
+        return [
+            f"{path}.bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus "
+            "feature gate is disabled"
+        ]
+    if seconds < 1:
+        return [f"{path}.bindingTimeout: Invalid value: {json.dumps(v)}: must be at least 1 second"]
+    return []
 
 
 _GATES = {
@@ -964,6 +1327,7 @@ _GATES = {
     "DRADeviceTaints",
     "DRAConsumableCapacity",
     "DRADeviceBindingConditions",
+    "DRAResourceClaimDeviceStatus",
     "DRADeviceTaintRules",
 }
 

@@ -212,6 +212,16 @@ def admit_match_label_keys(objs: Sequence[dict[str, Any]]) -> None:
                         sel["matchExpressions"].append(req)
 
 
+def _fake_binding_waits(sched: Scheduler, clock: FakeClock, epoch: float) -> None:
+    """DynamicResources' PreBind wait for device binding conditions (KEP-5007) runs on the fake clock. No DRA
+    driver runs here to set the conditions: a pod using such devices waits ``bindingTimeout`` of fake time (at
+    once), is rolled back and retried as upstream would, and ends PodScheduled=False naming the pending
+    conditions. The wall clock is the same as ``wallclock``'s (``allocationTimestamp``)."""
+    from plugins.dra.plugin import fake_binding_clock, use_binding_clock
+
+    use_binding_clock(sched, fake_binding_clock(clock, epoch))
+
+
 def _config_from(objs: Iterable[Mapping[str, Any]]) -> SchedulerConfig | None:
     for o in objs:
         if o.get("kind") == "ConfigMap" and CONFIG_KEY in (o.get("data") or {}):
@@ -236,6 +246,7 @@ async def simulate(
         return datetime.fromtimestamp(epoch + clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     sched = Scheduler(cache, api, config, clock=clock, inline_binding=True, wallclock=wallclock)
+    _fake_binding_waits(sched, clock, epoch)
     names = set(sched.profiles)
     namespaces = {"default"} | {
         (o.get("metadata") or {}).get("namespace", "default")

@@ -973,7 +973,7 @@ class _Search:
             s, d = c.slice, c.device
             if s.node_name or (s.per_device_node_selection and d.node_name):
                 return node_term
-            if self.f.binding_conditions and d.binds_to_node:
+            if d.binds_to_node:  # not gated upstream (incubating ``allocator.go``); the API server drops the field
                 return node_term
             sel = d.node_selector if s.per_device_node_selection else s.node_selector
             if s.per_device_node_selection and d.all_nodes:

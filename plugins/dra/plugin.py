@@ -75,7 +75,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
@@ -827,7 +827,8 @@ class DynamicResources:
                         api,
                         [c],
                         f"device binding failed: claim={c.name}, reason={reason}, message={json.dumps(message)}; "
-                        f"devices: {_format_devices(d for d in devices if d.failed)}",
+                        # as upstream logs a failure: the devices with a failure condition, only those conditions
+                        f"devices: {_format_devices(replace(d, pending=()) for d in devices if d.failed)}",
                     )
                 if any(d.pending for d in devices):
                     pending.append(c)

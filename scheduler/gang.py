@@ -279,8 +279,22 @@ class GangScheduler:
             self.last_results["unschedulable"] += 1
             s.queue.add_unschedulable(r, {GANG}, cycle)
             s.queue.done(r.pod.key)
-        await self._commit(fw, placed, infos, gs, key)
+        if s.inline_binding:
+            await self._commit(fw, placed, infos, gs, key)
+        else:
+            # Live: the group's binding cycle (claim writes, volume binding and device binding-condition
+            # waits in PreBind, then the Bindings) runs as a task, like a pod's, so a slow PreBind does not
+            # stop the scheduling loop. The members stay in flight in the queue until it ends.
+            task = asyncio.create_task(self._commit_task(fw, placed, infos, gs, key))
+            s._binding_tasks.add(task)
+            task.add_done_callback(s._binding_tasks.discard)
         self.cycle_seconds[key] = time.perf_counter() - t0
+        return True
+
+    async def _commit_task(
+        self, fw: Framework, placed: list[_Placed], infos: dict[str, QueuedPodInfo], gs: GroupState, key: str
+    ) -> bool:
+        await self._commit(fw, placed, infos, gs, key)
         return True
 
     def _timeout_note(self, pg: PodGroup, gs: GroupState, msg: str) -> str:
@@ -1051,6 +1065,7 @@ class GangScheduler:
             st = await fw.run_pre_bind(pl.state, pl.pod, pl.node, api)
             if not st.is_success:
                 failure = st
+                written.append(pl)  # its PreBind may have written part of its claims: undo those too
                 break
             written.append(pl)
             await self._tick()

@@ -342,3 +342,55 @@ def test_gang_cycle_reports_one_attempt_result_per_member() -> None:
         assert out.group_results == {"scheduled": 2}
 
     asyncio.run(go())
+
+
+def test_failed_claim_write_of_one_member_leaves_no_claim_written() -> None:
+    """ARCHITECTURE §4 step 4 for a gang: members with two claims each; the first member's second claim write
+    fails after its first claim was allocated. Every allocation written for the group is undone — including
+    the failing member's own first claim — and no member is bound (all-or-nothing, nothing half-written)."""
+    from scheduler.api import ApiError
+    from scheduler.cache import Cache
+    from scheduler.claimcontroller import create_pod_claims
+    from scheduler.config import default_config
+    from scheduler.fleet import scale_fleet
+    from scheduler.memapi import InMemoryAPI
+    from scheduler.queue import FakeClock
+    from scheduler.scheduler import Scheduler
+
+    async def go() -> None:
+        api = InMemoryAPI()
+        cache = Cache()
+        api.watchers.append(cache.apply)
+        clock = FakeClock(100.0)
+        sched = Scheduler(cache, api, default_config(), clock=clock, inline_binding=True)
+        api.load("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+        for o in [*scale_fleet(2, 8), template("one", 1), podgroup("g", 2)]:
+            api.load(o["kind"], o)
+        for i in range(2):
+            p = pod(f"m{i}", "one", "g")
+            p["spec"]["resourceClaims"].append({"name": "gpu2", "resourceClaimTemplateName": "one"})
+            api.load("Pod", p)
+        for p in api.list("Pod"):
+            await create_pod_claims(api, p)
+        # the first status write succeeds, the second fails
+        real_update = api.update
+        calls = {"n": 0}
+
+        async def flaky_update(kind: str, obj: dict[str, Any], subresource: str = "") -> dict[str, Any]:
+            if kind == "ResourceClaim" and subresource == "status":
+                calls["n"] += 1
+                if calls["n"] == 2:
+                    raise ApiError("etcd unavailable")
+            return await real_update(kind, obj, subresource)
+
+        api.update = flaky_update  # type: ignore[method-assign]
+        info = sched.queue.pop()
+        assert info is not None
+        await sched.run_once(info)
+        assert calls["n"] >= 2
+        for c in api.list("ResourceClaim"):
+            assert not (c.get("status") or {}).get("allocation"), c["metadata"]["name"]
+            assert not (c.get("status") or {}).get("reservedFor"), c["metadata"]["name"]
+        assert not any(p["spec"].get("nodeName") for p in api.list("Pod"))
+
+    asyncio.run(go())

@@ -181,11 +181,13 @@ class KubeScheduler:
     scheduler_name: str = "default-scheduler"
 
 
-def kube_scheduler_up(run_dir: str | os.PathLike[str] | None = None) -> KubeScheduler:
-    """Start upstream kube-scheduler (if not running) and wait until /readyz answers ok."""
+def kube_scheduler_up(run_dir: str | os.PathLike[str] | None = None, log_v: int | None = None) -> KubeScheduler:
+    """Start upstream kube-scheduler (if not running) and wait until /readyz answers ok. ``log_v``: its klog
+    verbosity (10 logs every plugin's score for every node)."""
     rd = _run_dir(run_dir)
     with _locked(Path(f"{rd}.lock")):
-        _cluster_sh(rd, "kube-scheduler-up", timeout=180)
+        _cluster_sh(rd, "kube-scheduler-up", env={"E2E_LOG_V": str(log_v)} if log_v is not None else None,
+                    timeout=180)
     e = _parse_env_file(Path(rd) / "cluster.env")
     return KubeScheduler(
         url=f"https://127.0.0.1:{e['SCHEDULER_PORT']}",
@@ -203,9 +205,9 @@ def kube_scheduler_down(run_dir: str | os.PathLike[str] | None = None) -> None:
 
 
 @contextlib.contextmanager
-def kube_scheduler(run_dir: str | os.PathLike[str] | None = None) -> Iterator[KubeScheduler]:
+def kube_scheduler(run_dir: str | os.PathLike[str] | None = None, log_v: int | None = None) -> Iterator[KubeScheduler]:
     """``with kube_scheduler(rd) as ks:`` upstream kube-scheduler runs inside the block only."""
-    ks = kube_scheduler_up(run_dir)
+    ks = kube_scheduler_up(run_dir, log_v)
     try:
         yield ks
     finally:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for the e2e tests:
-#   etcd -> kube-apiserver -> kube-controller-manager (claim, GC, namespace controllers) -> kwok
+#   etcd -> kube-apiserver -> kube-controller-manager (claim, GC, namespace, PV binder + PV/PVC protection
+#   controllers) -> kwok
 # from the binaries built by e2e/build.sh. Everything listens on 127.0.0.1 only.
 #
 #   e2e/cluster.sh up                  start (idempotent: a healthy cluster is left alone)
@@ -302,7 +303,7 @@ cmdline_of() {
     kube-controller-manager) echo "$E2E_BIN_DIR/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
       --authentication-kubeconfig="$RUN/kubeconfig" --authentication-skip-lookup=true \
       --authorization-kubeconfig="$RUN/kubeconfig" \
-      --controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller \
+      --controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller \
       --leader-elect=false --use-service-account-credentials=false \
       --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --cert-dir="$RUN/kcm" \
       --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \

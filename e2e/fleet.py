@@ -375,6 +375,62 @@ def delete_fleet(kube: Kube, fleet: str | None = None, wait: float = 60.0) -> No
              wait, f"fleet {fleet or '(all)'} deleted")
 
 
+def plain_node(
+    name: str,
+    fleet: str,
+    zone: str,
+    cpu: str = "8",
+    memory: str = "32Gi",
+    pods: str = "110",
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[JSON] = (),
+    images: Sequence[JSON] = (),
+) -> JSON:
+    """A kwok Node without devices: allocatable cpu/memory/pods, the well-known labels the default plugins
+    read (``kubernetes.io/hostname``, ``topology.kubernetes.io/zone``), the fleet label, ``taints``, container
+    ``images`` present (``status.images``: ImageLocality). Its Ready condition is left to kwok (the
+    node-initialize stage keeps the given allocatable and images)."""
+    resources = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "100Gi"}
+    all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  gen.ZONE_LABEL: zone, gen.REGION_LABEL: "region-1", FLEET_LABEL: fleet, "type": "kwok",
+                  **(labels or {})}
+    spec: JSON = {"taints": [dict(t) for t in taints]} if taints else {}
+    status: JSON = {"capacity": dict(resources), "allocatable": dict(resources)}
+    if images:
+        status["images"] = [dict(i) for i in images]
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": all_labels, "annotations": {KWOK_ANNOTATION: "fake"}},
+            "spec": spec, "status": status}
+
+
+def create_nodes(kube: Kube, nodes: Sequence[JSON], fleet: str, ready_timeout: float = 60.0) -> Fleet:
+    """Create ``nodes`` (e.g. :func:`plain_node`) and wait until kwok reports every one Ready."""
+    created = kube.create_many(nodes)
+    names = {n["metadata"]["name"] for n in created}
+
+    def ready() -> bool:
+        ok = {n["metadata"]["name"] for n in kube.list("Node", labelSelector=f"{FLEET_LABEL}={fleet}")
+              if any(c.get("type") == "Ready" and c.get("status") == "True"
+                     for c in (n.get("status") or {}).get("conditions") or [])}
+        return names <= ok
+
+    wait_for(ready, ready_timeout, f"nodes of fleet {fleet} Ready (kwok)", interval=0.2)
+    return Fleet(fleet, created, [])
+
+
+def device_slice(node: JSON, driver: str, devices: Sequence[JSON], fleet: str) -> JSON:
+    """One ResourceSlice (resource.k8s.io/v1) of ``driver`` publishing ``devices`` on ``node`` (as created, with
+    its UID): pool = node name, owned by the node as a driver's kubelet plugin does."""
+    name = node["metadata"]["name"]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-{driver}", "labels": {FLEET_LABEL: fleet},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                              "uid": node["metadata"]["uid"], "controller": True}]},
+            "spec": {"driver": driver, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [dict(d) for d in devices]}}
+
+
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
     """Poll ``pred`` until it returns something truthy; raise TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout

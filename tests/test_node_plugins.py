@@ -281,7 +281,7 @@ def test_taint_filter_message_and_effects() -> None:
     gpu = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
     node = info(make_node(taints=[{"key": "soft", "value": "x", "effect": "PreferNoSchedule"}, gpu]))
     assert p.filter(state(), make_pod(), node) == unresolvable(
-        "node(s) had untolerated taint {nvidia.com/gpu: present}"
+        "node(s) had untolerated taint(s)"
     )
     tol_eq = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     assert p.filter(state(), make_pod(tolerations=[tol_eq]), node).is_success
@@ -289,7 +289,7 @@ def test_taint_filter_message_and_effects() -> None:
     assert not p.filter(state(), make_pod(tolerations=[tol_wrong_value]), node).is_success
     assert p.filter(state(), make_pod(tolerations=[{"operator": "Exists"}]), node).is_success
     noexec = info(make_node(taints=[{"key": "k", "effect": "NoExecute"}]))
-    assert p.filter(state(), make_pod(), noexec) == unresolvable("node(s) had untolerated taint {k: }")
+    assert p.filter(state(), make_pod(), noexec) == unresolvable("node(s) had untolerated taint(s)")
     soft_only = info(make_node(taints=[{"key": "soft", "value": "x", "effect": "PreferNoSchedule"}]))
     assert p.filter(state(), make_pod(), soft_only).is_success
 
@@ -1151,7 +1151,7 @@ def test_default_node_plugins_in_the_runtime() -> None:
     verdicts = {n.name: fw.run_filter(cs, pod, n) for n in nodes}
     assert verdicts["a"].is_success and verdicts["b"].is_success
     assert verdicts["c"] == Status(
-        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) had untolerated taint {hard: 1}",), "TaintToleration"
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) had untolerated taint(s)",), "TaintToleration"
     )
     assert verdicts["d"] == Status(
         Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("Insufficient cpu",), "NodeResourcesFit"

@@ -4,7 +4,7 @@ kube-scheduler (``pkg/scheduler/framework/plugins/tainttoleration``):
 
 * Filter: the first taint with effect ``NoSchedule`` or ``NoExecute`` that no toleration of the pod
   tolerates rejects the node, UnschedulableAndUnresolvable
-  ``node(s) had untolerated taint {<key>: <value>}``.
+  ``node(s) had untolerated taint(s)`` (1.37.2 taint_toleration.go; older releases named the taint).
 * PreScore keeps the pod's tolerations whose effect is empty or ``PreferNoSchedule``; Score counts the
   node's ``PreferNoSchedule`` taints those tolerations do not tolerate; NormalizeScore is
   ``DefaultNormalizeScore(MaxNodeScore, reverse=true)``: fewer intolerable taints score higher,
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from scheduler.model import Pod
 
 NAME = "TaintToleration"
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 _PRE_SCORE_KEY = "PreScore" + NAME
 
 NO_SCHEDULE = "NoSchedule"
@@ -65,7 +66,7 @@ class TaintToleration:
         taint = find_untolerated_taint(node.node.taints, pod.tolerations)
         if taint is None:
             return Status.ok()
-        return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        return Status.unresolvable(ERR_REASON_UNTOLERATED)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(_PRE_SCORE_KEY, prefer_no_schedule_tolerations(pod.tolerations))

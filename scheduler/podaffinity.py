@@ -29,13 +29,13 @@ namespace with ``kubernetes.io/metadata.name``, :func:`namespace_labels` adds th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.labelselector import LabelSelector, Requirement
 from scheduler.model import Pod
+from scheduler.validation import label_value_errors, qualified_name_errors
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -242,49 +242,6 @@ def merge_label_keys(term: Mapping[str, Any], pod_labels: Mapping[str, str]) -> 
 
 
 _OPS = {"In": "In", "NotIn": "NotIn", "Exists": "Exists", "DoesNotExist": "DoesNotExist"}
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
-    "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-)
-_NAME_MSG = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
-
-
-def _key_errors(key: str) -> list[str]:
-    """``validation.IsQualifiedName`` (label keys)."""
-    parts = key.split("/")
-    if len(parts) == 1:
-        prefix, name = "", parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-    else:
-        return [
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-            "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-            "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix "
-            "and '/' (e.g. 'example.com/MyName')"
-        ]
-    errs = []
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        errs.append("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters")
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 bytes")
-    elif not _NAME_RE.match(name):
-        errs.append(_NAME_MSG)
-    return errs
-
-
 def _requirement(key: Any, op: str, values: Any, equals: bool = False) -> Requirement:
     """``labels.NewRequirement`` with its validation and error texts."""
     if not isinstance(key, str):
@@ -292,7 +249,7 @@ def _requirement(key: Any, op: str, values: Any, equals: bool = False) -> Requir
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise _ParseError(f"values[{key}]: Invalid value: must be a list of strings")
     errs: list[str] = []
-    kerr = _key_errors(key)
+    kerr = qualified_name_errors(key)
     if kerr:
         errs.append(f'key: Invalid value: "{key}": {"; ".join(kerr)}')
     if op in ("In", "NotIn") and not values and not equals:
@@ -300,11 +257,7 @@ def _requirement(key: Any, op: str, values: Any, equals: bool = False) -> Requir
     if op in ("Exists", "DoesNotExist") and values:
         errs.append("values: Invalid value: values set must be empty for exists and does not exist")
     for i, v in enumerate(values):
-        verr = []
-        if len(v) > 63:
-            verr.append("must be no more than 63 bytes")
-        if not _LABEL_VALUE_RE.match(v):
-            verr.append(_VALUE_MSG)
+        verr = label_value_errors(v)
         if verr:
             errs.append(f'values[{i}][{key}]: Invalid value: "{v}": {"; ".join(verr)}')
     if errs:

@@ -32,7 +32,6 @@ kube-scheduler v1.37.2 (``pkg/scheduler/framework/plugins/noderesources/fit.go``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
@@ -49,6 +48,7 @@ from plugins.noderesources.scoring import (
 from scheduler.framework.interface import Code, CycleState, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_resource_errors, pod_score_requests
+from scheduler.validation import qualified_name_errors
 
 if TYPE_CHECKING:
     from plugins.dra.cel import SelectorCache
@@ -104,47 +104,6 @@ class FitArgs:
     shape: tuple[tuple[int, int], ...] = ()
 
 
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NAME_MSG = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
-_QUALIFIED_MSG = (
-    "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
-    "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' "
-    "(e.g. 'example.com/MyName')"
-)
-
-
-def _label_name_errors(value: str) -> list[str]:
-    """``metav1validation.ValidateLabelName`` (``IsQualifiedName``)."""
-    parts = value.split("/")
-    if len(parts) == 1:
-        prefix, name = "", parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-    else:
-        return [_QUALIFIED_MSG]
-    errs: list[str] = []
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
-        errs.append(
-            "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character"
-        )
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 bytes")
-    elif not _NAME_RE.match(name):
-        errs.append(_NAME_MSG)
-    return errs
-
-
 def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -164,7 +123,7 @@ def _validate_names(raw: Any, path: str, group: bool) -> list[str]:
             continue
         if group and "/" in v:
             errs.append(f"{p}: resource group name can't contain '/'")
-        errs += [f"{p}: invalid name {v!r}: {e}" for e in _label_name_errors(v)]
+        errs += [f"{p}: invalid name {v!r}: {e}" for e in qualified_name_errors(v)]
     return errs
 
 

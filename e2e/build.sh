@@ -7,25 +7,30 @@
 #   e2e/build.sh            build what is missing
 #   e2e/build.sh --check    exit 0 if everything is built, 1 (listing what is missing) otherwise
 #   e2e/build.sh --force    rebuild everything
-#   e2e/build.sh NAME...    only these (etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+#   e2e/build.sh NAME...    only these (etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 CHECK=0 FORCE=0 WANT=()
 for a in "$@"; do
   case $a in
     --check) CHECK=1 ;;
     --force) FORCE=1 ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok) WANT+=("$a") ;;
+    etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|helm) WANT+=("$a") ;;
     *) die "unknown argument: $a (see --help)" ;;
   esac
 done
 [ ${#WANT[@]} -gt 0 ] || WANT=("${ALL[@]}")
 
-wrapper_of() { case $1 in etcd) echo etcd ;; kwok) echo kwok ;; *) echo k8s ;; esac; }
-version_of() { case $1 in etcd) echo "$ETCD_VERSION" ;; kwok) echo "$KWOK_VERSION" ;; *) echo "$K8S_VERSION" ;; esac; }
+wrapper_of() { case $1 in etcd) echo etcd ;; kwok) echo kwok ;; helm) echo helm ;; *) echo k8s ;; esac; }
+version_of() {
+  case $1 in
+    etcd) echo "$ETCD_VERSION" ;; kwok) echo "$KWOK_VERSION" ;; helm) echo "${HELM_VERSION:?missing in versions.env}" ;;
+    *) echo "$K8S_VERSION" ;;
+  esac
+}
 # The stamp ties a binary to its version and to the exact wrapper go.mod/go.sum it was built from.
 stamp_value() {
   local w; w=$E2E_DIR/gobuild/$(wrapper_of "$1")
@@ -71,6 +76,10 @@ for b in "${WANT[@]}"; do
   case $b in
     etcd)    pkgs=(go.etcd.io/etcd/server/v3); tags=""; ldf="" ;;
     kwok)    pkgs=(sigs.k8s.io/kwok/cmd/kwok); tags=""; ldf="-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" ;;
+    # version stamps as helm's Makefile sets them for a tagged release
+    helm)    pkgs=(helm.sh/helm/v4/cmd/helm); tags=""
+             hv=helm.sh/helm/v4/internal/version
+             ldf="-X $hv.version=v$HELM_VERSION -X $hv.metadata= -X $hv.gitCommit=module-v$HELM_VERSION -X $hv.gitTreeState=clean" ;;
     *)       pkgs=("k8s.io/kubernetes/cmd/$b"); tags="selinux,notest"; ldf=$(k8s_ldflags) ;;
   esac
   log "building $b $(version_of "$b") (wrapper e2e/gobuild/$w) ..."

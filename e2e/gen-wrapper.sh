@@ -3,13 +3,18 @@
 #   e2e/gobuild/k8s   k8s.io/kubernetes + one replace per staging module (read from k8s's own go.mod)
 #   e2e/gobuild/etcd  go.etcd.io/etcd/server/v3
 #   e2e/gobuild/kwok  sigs.k8s.io/kwok
+#   e2e/gobuild/helm  helm.sh/helm/v4, its k8s.io/* staging modules at the control plane's version
 # and copy kwok's default Stage documents into e2e/kwok/stages/.
+#   e2e/gen-wrapper.sh          all of them
+#   e2e/gen-wrapper.sh helm     only the helm wrapper (likewise k8s, etcd, kwok)
 # A version bump is: edit e2e/versions.env, run this, run e2e/build.sh, commit e2e/.
 # Needs the Go module proxy (the go command's default) once; the result is committed.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 go_env
 export GOFLAGS="-mod=mod -buildvcs=false"
+ONLY=("$@")
+want() { [ ${#ONLY[@]} -eq 0 ] || [[ " ${ONLY[*]} " == *" $1 "* ]]; }
 
 # new_module DIR MODPATH: fresh go.mod (the go directive is fixed up by the callers).
 new_module() {
@@ -25,6 +30,7 @@ go_directive() { sed -n 's/^go \([0-9.]*\)$/\1/p' "$1"; }
 
 # --- Kubernetes ----------------------------------------------------------------------------------
 K=$K8S_VERSION
+if want k8s; then
 W=$E2E_DIR/gobuild/k8s
 log "k8s.io/kubernetes v$K -> $W"
 new_module "$W" dra-scheduler-e2e/k8s
@@ -45,8 +51,10 @@ STAGING=$(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*|\1|p' "$KMOD")
   go mod tidy
 )
 log "  $(echo "$STAGING" | wc -w) staging modules replaced with v0.${K#1.}"
+fi
 
 # --- etcd ----------------------------------------------------------------------------------------
+if want etcd; then
 W=$E2E_DIR/gobuild/etcd
 log "go.etcd.io/etcd/server/v3 v$ETCD_VERSION -> $W"
 new_module "$W" dra-scheduler-e2e/etcd
@@ -60,8 +68,10 @@ EMOD=$(cd "$W" && gomod_file "go.etcd.io/etcd/server/v3@v$ETCD_VERSION")
   go get "go.etcd.io/etcd/etcdctl/v3@v$ETCD_VERSION" >/dev/null
   go mod tidy
 )
+fi
 
 # --- kwok ----------------------------------------------------------------------------------------
+if want kwok; then
 W=$E2E_DIR/gobuild/kwok
 log "sigs.k8s.io/kwok v$KWOK_VERSION -> $W"
 new_module "$W" dra-scheduler-e2e/kwok
@@ -87,4 +97,31 @@ for f in node/fast/node-initialize.yaml \
 done
 chmod -R u+w "$DST"
 log "kwok stages -> $DST ($(ls "$DST" | wc -l) files)"
+fi
+
+# --- helm ----------------------------------------------------------------------------------------
+if want helm; then
+: "${HELM_VERSION:?missing in versions.env}"
+W=$E2E_DIR/gobuild/helm
+log "helm.sh/helm/v4 v$HELM_VERSION -> $W"
+new_module "$W" dra-scheduler-e2e/helm
+HMOD=$(cd "$W" && gomod_file "helm.sh/helm/v4@v$HELM_VERSION")
+[ -s "$HMOD" ] || die "could not download helm.sh/helm/v4@v$HELM_VERSION"
+(
+  cd "$W"
+  go mod edit -go="$(go_directive "$HMOD")" -require="helm.sh/helm/v4@v$HELM_VERSION" \
+    -tool=helm.sh/helm/v4/cmd/helm
+  go mod tidy
+  # The k8s.io/* staging modules helm uses, raised to the control plane's release (never lowered).
+  KS=$(go list -m -f '{{.Path}} {{.Version}}' all | awk '$2 ~ /^v0\./ && $1 ~ /^k8s\.io\// {print $1}')
+  ups=()
+  for m in $KS; do
+    case $m in k8s.io/klog*|k8s.io/utils|k8s.io/kube-openapi|k8s.io/gengo*) continue ;; esac
+    ups+=("$m@v0.${K#1.}")
+  done
+  [ ${#ups[@]} -eq 0 ] || go get "${ups[@]}" >/dev/null
+  go mod tidy
+)
+log "  helm's k8s.io staging modules at v0.${K#1.}"
+fi
 log "done; now run e2e/build.sh"

@@ -25,6 +25,10 @@ def _kustomized() -> list[dict[str, Any]]:
     return out
 
 
+# Optional additions, each its own kustomization applied after manifests/ (not part of `kubectl apply -k`).
+OPTIONAL = ("servicemonitor",)
+
+
 def test_kustomization_lists_every_manifest() -> None:
     k = _docs(os.path.join(ROOT, "kustomization.yaml"))[0]
     on_disk = {
@@ -32,8 +36,13 @@ def test_kustomization_lists_every_manifest() -> None:
         for d, _, files in os.walk(ROOT)
         for f in files
         if f.endswith(".yaml") and "examples" not in d
+        and os.path.relpath(d, ROOT).split(os.sep)[0] not in OPTIONAL
     } - {"kustomization.yaml", "kind-config.yaml"}
     assert set(k["resources"]) == on_disk
+    for opt in OPTIONAL:
+        ok = _docs(os.path.join(ROOT, opt, "kustomization.yaml"))[0]
+        files = {f for f in os.listdir(os.path.join(ROOT, opt)) if f.endswith(".yaml")} - {"kustomization.yaml"}
+        assert set(ok["resources"]) == files, opt
 
 
 def test_cluster_role_is_least_privilege_and_complete() -> None:
@@ -124,3 +133,59 @@ def test_podgroup_crd_serves_v1alpha1_with_status() -> None:
     assert v["name"] == "v1alpha1" and v["subresources"] == {"status": {}}
     props = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert {"minMember", "minResources", "scheduleTimeoutSeconds"} <= set(props)
+
+
+def _pod_labels() -> dict[str, str]:
+    [dep] = [d for d in _kustomized() if d["kind"] == "Deployment"]
+    labels: dict[str, str] = dep["spec"]["template"]["metadata"]["labels"]
+    assert dep["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    return labels
+
+
+def test_pod_disruption_budget_keeps_a_scheduler_running() -> None:
+    [dep] = [d for d in _kustomized() if d["kind"] == "Deployment"]
+    [pdb] = [d for d in _kustomized() if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= _pod_labels().items()
+    # evictions leave at least one replica (the standby takes the Lease over)
+    assert pdb["spec"]["maxUnavailable"] == 1 < dep["spec"]["replicas"]
+    assert "minAvailable" not in pdb["spec"], "one of the two, not both"
+
+
+def test_metrics_service_selects_the_scheduler_pods_on_the_metrics_port() -> None:
+    [dep] = [d for d in _kustomized() if d["kind"] == "Deployment"]
+    [svc] = [d for d in _kustomized() if d["kind"] == "Service"]
+    assert svc["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert svc["spec"]["selector"].items() <= _pod_labels().items()
+    [port] = svc["spec"]["ports"]
+    [c] = dep["spec"]["template"]["spec"]["containers"]
+    named = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert port["targetPort"] in named
+    assert port["port"] == named[port["targetPort"]]
+    assert f"--metrics-port={named[port['targetPort']]}" in c["args"]
+    # the probes and the Service use the same port
+    assert c["livenessProbe"]["httpGet"]["port"] == port["targetPort"]
+
+
+def test_optional_service_monitor_scrapes_the_metrics_service() -> None:
+    [svc] = [d for d in _kustomized() if d["kind"] == "Service"]
+    [sm] = _docs(os.path.join(ROOT, "servicemonitor", "servicemonitor.yaml"))
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1" and sm["kind"] == "ServiceMonitor"
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
+    [ep] = sm["spec"]["endpoints"]
+    assert ep["port"] == svc["spec"]["ports"][0]["name"] and ep["path"] == "/metrics"
+
+
+def test_leader_election_lease_is_the_one_the_role_grants() -> None:
+    [dep] = [d for d in _kustomized() if d["kind"] == "Deployment"]
+    [c] = dep["spec"]["template"]["spec"]["containers"]
+    args = dict(a.split("=", 1) for a in c["args"] if "=" in a)
+    [role] = [d for d in _kustomized() if d["kind"] == "Role"]
+    assert args["--leader-elect-resource-namespace"] == role["metadata"]["namespace"]
+    names = [n for r in role["rules"] if "leases" in r["resources"] for n in r.get("resourceNames", [])]
+    assert names == [args["--leader-elect-resource-name"]]
+    ns, name = args["--config-map"].split("/")
+    [cm] = [d for d in _kustomized() if d["kind"] == "ConfigMap"]
+    assert (cm["metadata"]["namespace"], cm["metadata"]["name"]) == (ns, name)

@@ -1,40 +1,199 @@
-"""The ``dra-scheduler`` command line (ARCHITECTURE §3.1)."""
+"""The ``dra-scheduler`` command line (ARCHITECTURE §3.1).
+
+``run`` takes kube-scheduler's flag names where they exist (``--kubeconfig``, ``--leader-elect*`` with
+component-base's defaults and Go duration values, ``--version``); ``--context`` and the kubeconfig loading
+rules are kubectl's. Exit codes: 0 ok, 1 failed (invalid configuration or input, no cluster configured or
+reachable, lease lost), 2 usage error, 3 ``simulate --fail-on-pending`` with pods left pending, 130 SIGINT.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from scheduler.logging import configure_logging
+from scheduler.logging import FORMATS, LEVELS, configure_logging
+
+if TYPE_CHECKING:
+    from scheduler.run import RunOptions
+
+KUBERNETES_VERSION = "v1.37.2"  # the kube-scheduler / API version whose semantics this scheduler follows
+PACKAGE = "dra-scheduler"
+
+SIMULATE_EPILOG = """exit codes: 0 done (pending pods are reported, not an error), 1 invalid input or
+configuration, 2 usage error, 3 with --fail-on-pending: at least one pod of the configured profiles stayed
+pending. Pods whose spec.schedulerName is not a profile of the configuration are left alone and reported
+as "left to scheduler NAME"."""
+
+RUN_EPILOG = """cluster connection as kubectl: --kubeconfig, else $KUBECONFIG (':'-separated, merged: the
+first file naming a cluster/user/context wins, current-context from the first file setting it), else
+~/.kube/config, else the in-cluster service account. Leader-election settings may also come from the
+configuration file's leaderElection block; flags given explicitly win. Exit codes: 0 stopped (SIGTERM),
+1 failed (no cluster configured or reachable, invalid configuration, lease lost), 2 usage error."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def version_text() -> str:
+    return (
+        f"{PACKAGE} {package_version()} (Kubernetes {KUBERNETES_VERSION}: kube-scheduler semantics, "
+        "kubescheduler.config.k8s.io/v1, resource.k8s.io/v1)"
+    )
+
+
+def go_duration(text: str) -> float:
+    """argparse type: a Go duration (``15s``, ``1m30s``, ``500ms``; pflag's DurationVar), in seconds."""
+    from plugins.dra.plugin import parse_go_duration
+
+    try:
+        seconds = parse_go_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds != seconds or abs(seconds) > 1e9:
+        raise argparse.ArgumentTypeError(f"time: invalid duration {text!r}")
+    return seconds
+
+
+def parse_bool(text: str) -> bool:
+    """argparse type: Go's strconv.ParseBool (``--leader-elect=false``)."""
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
+
+
+class _Version(argparse.Action):
+    """``--version``: one unwrapped line on stdout, exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_text())
+        parser.exit(0)
+
+
+def _log_flags(p: argparse.ArgumentParser, level: str, fmt: str) -> None:
+    p.add_argument(
+        "--log-level", choices=list(LEVELS), default=None, help=f"least severe level logged (default {level})"
+    )
+    p.add_argument(
+        "--log-format", choices=list(FORMATS), default=fmt, help=f"log line format on stderr (default {fmt})"
+    )
+
+
+# --leader-elect* flag dest -> RunOptions field; the default is used when the flag is absent
+LEADER_ELECT_FLAGS = {
+    "leader_elect": ("leader_elect", False),
+    "leader_elect_lease_duration": ("lease_duration", 15.0),
+    "leader_elect_renew_deadline": ("renew_deadline", 10.0),
+    "leader_elect_retry_period": ("retry_period", 2.0),
+    "leader_elect_resource_lock": ("resource_lock", "leases"),
+    "leader_elect_resource_name": ("lease_name", "dra-scheduler"),
+    "leader_elect_resource_namespace": ("lease_namespace", "kube-system"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dra-scheduler", description="DRA-, topology- and gang-aware scheduler")
+    parser.add_argument("--version", action=_Version, help="print the version and the Kubernetes version targeted")
     sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="schedule, offline, the objects found in PATH (YAML files or directories)")
+    sim = sub.add_parser(
+        "simulate",
+        help="schedule, offline, the objects found in PATH (YAML files or directories)",
+        epilog=SIMULATE_EPILOG,
+    )
     sim.add_argument("paths", nargs="+", metavar="PATH")
     sim.add_argument("--config", help="KubeSchedulerConfiguration file (or a ConfigMap manifest holding one)")
     sim.add_argument("-o", "--output", choices=["json", "table"], default="table")
     sim.add_argument("-v", "--verbose", action="store_true", help="log scheduling decisions to stderr")
+    sim.add_argument(
+        "--fail-on-pending",
+        action="store_true",
+        help="exit with code 3 when a pod of the configured profiles stays pending (for CI)",
+    )
+    sim.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, a line every 5 s otherwise, after 2 s)",
+    )
+    _log_flags(sim, "warning; info with -v", "json")
     chk = sub.add_parser("check-config", help="validate a scheduler configuration file")
     chk.add_argument("file")
-    run = sub.add_parser("run", help="schedule pods on a live cluster")
-    run.add_argument("--kubeconfig")
-    run.add_argument("--config")
-    run.add_argument("--config-map")
-    run.add_argument("--leader-elect", action="store_true")
+
+    run = sub.add_parser("run", help="schedule pods on a live cluster", epilog=RUN_EPILOG)
+    run.add_argument("--version", action=_Version, help="print the version and the Kubernetes version targeted")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    run.add_argument("--context", help="kubeconfig context to use (default: its current-context)")
+    run.add_argument(
+        "--connect-timeout",
+        type=go_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="give up (exit 1) when the API server does not answer within this long at start-up; 0 = never "
+        "(default 60s)",
+    )
+    run.add_argument("--config", help="KubeSchedulerConfiguration file (reloaded when it changes)")
+    run.add_argument("--config-map", help="NAMESPACE/NAME of a ConfigMap holding scheduler-config.yaml (watched)")
     run.add_argument("--metrics-port", type=int, default=10259, help="port of /healthz, /readyz, /metrics")
     run.add_argument("--metrics-bind-address", default="0.0.0.0", help="address of /healthz, /readyz, /metrics")
     run.add_argument("--qps", type=float, default=200.0, help="client-side API request rate limit (<= 0: none)")
     run.add_argument("--burst", type=int, default=400, help="client-side API request burst")
-    run.add_argument("--lease-name", default="dra-scheduler", help="Lease used for leader election")
-    run.add_argument("--lease-namespace", default="kube-system", help="namespace of the leader-election Lease")
+    le = run.add_argument_group("leader election (kube-scheduler's flags and defaults)")
+    le.add_argument(
+        "--leader-elect",
+        nargs="?",
+        const=True,
+        default=None,
+        type=parse_bool,
+        metavar="BOOL",
+        help="take the Lease before scheduling; for replicated schedulers (default false)",
+    )
+    le.add_argument(
+        "--leader-elect-lease-duration",
+        type=go_duration,
+        metavar="DURATION",
+        help="how long standbys wait after the last renewal before taking over (default 15s)",
+    )
+    le.add_argument(
+        "--leader-elect-renew-deadline",
+        type=go_duration,
+        metavar="DURATION",
+        help="how long the leader retries renewing before it gives up leading; < lease duration (default 10s)",
+    )
+    le.add_argument(
+        "--leader-elect-retry-period",
+        type=go_duration,
+        metavar="DURATION",
+        help="time between acquire/renew attempts; renew deadline > 1.2 x retry period (default 2s)",
+    )
+    le.add_argument("--leader-elect-resource-lock", choices=["leases"], help="lock object type (only leases)")
+    le.add_argument("--leader-elect-resource-name", "--lease-name", help="name of the Lease (default dra-scheduler)")
+    le.add_argument(
+        "--leader-elect-resource-namespace",
+        "--lease-namespace",
+        help="namespace of the Lease (default kube-system)",
+    )
     run.add_argument(
         "--no-podgroup-controller",
         action="store_true",
         help="do not write scheduling.x-k8s.io PodGroup status (another controller does)",
     )
+    _log_flags(run, "info", "json")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.command == "check-config":
@@ -45,47 +204,92 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     if args.command == "simulate":
-        configure_logging(verbose=args.verbose)
-        from scheduler.config import ConfigError, load_config_file
-        from scheduler.simulate import InputError, run_simulation, to_json, to_table
+        return _simulate(args)
+    return _run(parser, args)
 
-        try:
+
+def _simulate(args: argparse.Namespace) -> int:
+    configure_logging(level=args.log_level or ("info" if args.verbose else "warning"), fmt=args.log_format)
+    from scheduler.config import ConfigError, load_config_file
+    from scheduler.progress import LINE_INTERVAL, Progress, reporting
+    from scheduler.simulate import InputError, run_simulation, to_json, to_table
+    from scheduler.simulate_report import pending_exit_code
+
+    reporter = None if args.no_progress else Progress(sys.stderr)
+    if reporter is not None and args.verbose and reporter.tty:
+        reporter.tty = False  # log lines and a redrawn bar on one terminal garble each other
+        reporter.interval = LINE_INTERVAL
+    try:
+        with reporting(reporter):
             config = load_config_file(args.config) if args.config else None
             result = run_simulation(args.paths, config)
-        except ConfigError as e:
-            print("invalid configuration:\n" + "\n".join(e.errors), file=sys.stderr)
-            return 1
-        except InputError as e:
-            print(f"invalid input: {e}", file=sys.stderr)
-            return 1
-        print(to_json(result) if args.output == "json" else to_table(result))
-        return 0
+            if reporter is not None:
+                s = result.summary
+                reporter.finish(f"{s['scheduled']}/{s['pods']} pods scheduled, {s['unschedulable']} unschedulable")
+    except ConfigError as e:
+        print("invalid configuration:\n" + "\n".join(e.errors), file=sys.stderr)
+        return 1
+    except InputError as e:
+        print(f"invalid input: {e}", file=sys.stderr)
+        return 1
+    print(to_json(result) if args.output == "json" else to_table(result))
+    if args.fail_on_pending:
+        code = pending_exit_code(result.summary)
+        if code:
+            s = result.summary
+            print(f"--fail-on-pending: {s['unschedulable']} of {s['pods']} pod(s) stayed pending", file=sys.stderr)
+        return code
+    return 0
 
-    configure_logging(verbose=True)
-    import asyncio
 
-    from scheduler.run import RunOptions, run_scheduler
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """RunOptions from the parsed flags (``explicit``: the leader-election flags given)."""
+    from scheduler.run import RunOptions
 
     opts = RunOptions(
         kubeconfig=args.kubeconfig,
+        context=args.context,
+        connect_timeout=args.connect_timeout,
         config=args.config,
         config_map=args.config_map,
-        leader_elect=args.leader_elect,
-        lease_name=args.lease_name,
-        lease_namespace=args.lease_namespace,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_bind_address,
         qps=args.qps,
         burst=args.burst,
         podgroup_controller=not args.no_podgroup_controller,
     )
+    explicit: set[str] = set()
+    for dest, (field, default) in LEADER_ELECT_FLAGS.items():
+        v = getattr(args, dest)
+        setattr(opts, field, default if v is None else v)
+        if v is not None:
+            explicit.add(field)
+    opts.explicit = frozenset(explicit)
+    return opts
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from scheduler.run import SchedulerApp, apply_leader_election
+
     if args.config and args.config_map:
         print("use --config or --config-map, not both", file=sys.stderr)
         return 2
+    opts = run_options(args)
+    if not args.config and not args.config_map:  # no file can change them: check the flags now
+        errors = apply_leader_election(opts, None)
+        if errors:
+            parser.error("; ".join(errors))
+    configure_logging(level=args.log_level or "info", fmt=args.log_format)
+    import asyncio
+
+    app = SchedulerApp(opts)
     try:
-        return asyncio.run(run_scheduler(opts))
+        code = asyncio.run(app.run())
     except KeyboardInterrupt:
         return 130
+    if app.fatal:
+        print(f"dra-scheduler run: {app.fatal}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

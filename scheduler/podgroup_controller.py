@@ -6,7 +6,8 @@ kopf watches ``scheduling.x-k8s.io/v1alpha1`` PodGroups and the Pods that carry 
 so kopf writes nothing to Pods (no annotations, no finalizers) and nothing to PodGroups either
 (python-dependencies.md §2). The reconciler computes the status from the scheduler's own cache (members,
 bound counts, phases) and the gang scheduler's knowledge (why a group waits, timeouts) with
-:func:`scheduler.gang.podgroup_status`, and writes ``status`` (merge patch on the status subresource)
+:func:`scheduler.gang.podgroup_status` — the fields of scheduler-plugins' own PodGroupStatus only, so its CRD
+(``manifests/crds/``) serves both projects — and writes ``status`` (merge patch on the status subresource)
 only when it changed, plus an Event on each phase transition.
 """
 
@@ -16,14 +17,14 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
 
 from scheduler.api import ApiError, ClusterAPI, NotFound
 from scheduler.cache import Cache
-from scheduler.gang import GangScheduler, podgroup_status
+from scheduler.gang import GangScheduler, podgroup_reason, podgroup_status
 from scheduler.model import POD_GROUP_LABEL
 
 log = structlog.get_logger("dra_scheduler.podgroups")
@@ -41,6 +42,7 @@ class PodGroupStatusController:
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self.writes = 0
+        self._said: dict[str, tuple[str, str]] = {}  # group -> (phase, reason) of its last Event
 
     def enqueue(self, key: str) -> None:
         if key not in self._queued:
@@ -48,31 +50,37 @@ class PodGroupStatusController:
             self.queue.put_nowait(key)
 
     async def reconcile(self, key: str) -> bool:
-        """Bring one PodGroup's status up to date. True when something was written."""
+        """Bring one PodGroup's status up to date. True when something was written. The status holds only
+        scheduler-plugins' PodGroupStatus fields; why the group is in its phase goes into an Event, posted when the
+        phase or that reason changes (once per change)."""
         pg = self.cache.podgroups().get(key)
         if pg is None or not pg.api_version.startswith(GROUP + "/"):
             return False
         ns, name = key.split("/", 1)
         members = [p for p in self.cache.pods().values() if p.namespace == ns and p.pod_group == name]
-        status = podgroup_status(pg, members, self.gang.groups.get(key))
+        gs = self.gang.groups.get(key)
+        status = podgroup_status(pg, members, gs)
+        phase, reason, message = podgroup_reason(pg, members, gs)
         current = dict(pg.raw.get("status") or {})
-        if all(current.get(k) == v for k, v in status.items()):
+        changed = not all(current.get(k) == v for k, v in status.items())
+        said = self._said.get(key)
+        if not changed and said == (phase, reason):
             return False
-        try:
-            await self.api.patch("PodGroup", ns, name, {"status": status}, subresource="status")
-        except NotFound:
-            return False
-        except ApiError as e:
-            log.warning("podgroup status not written", podgroup=key, error=str(e))
-            return False
-        self.writes += 1
-        old_phase = current.get("phase")
-        if old_phase != status["phase"]:
-            cond = status["conditions"][0]
-            etype = "Warning" if status["phase"] == "Failed" else "Normal"
-            await self.api.event(dict(pg.raw), etype, cond["reason"], cond["message"], "PodGroupStatus")
-            log.info("podgroup phase", podgroup=key, phase=status["phase"], was=old_phase, reason=cond["reason"])
-        return True
+        if changed:
+            try:
+                await self.api.patch("PodGroup", ns, name, {"status": status}, subresource="status")
+            except NotFound:
+                return False
+            except ApiError as e:
+                log.warning("podgroup status not written", podgroup=key, error=str(e))
+                return False
+            self.writes += 1
+        if said != (phase, reason) and (said is not None or changed or current.get("phase") != phase):
+            etype = "Warning" if phase == "Failed" else "Normal"
+            await self.api.event(dict(pg.raw), etype, reason, message or phase, "PodGroupStatus")
+            log.info("podgroup phase", podgroup=key, phase=phase, was=current.get("phase"), reason=reason)
+        self._said[key] = (phase, reason)
+        return changed
 
     async def worker(self) -> None:
         while True:
@@ -92,16 +100,24 @@ class PodGroupStatusController:
                 self.enqueue(key)
 
     async def run(
-        self, stop: asyncio.Event, kubeconfig: str | None = None, on_signal: Callable[[], None] | None = None
+        self,
+        stop: asyncio.Event,
+        kubeconfig: str | None = None,
+        on_signal: Callable[[], None] | None = None,
+        login: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         """Run kopf (triggers only) plus the reconcile worker until ``stop`` is set. kopf installs its own
-        SIGINT/SIGTERM handlers; ``on_signal`` (the process's graceful stop) is put back in their place."""
+        SIGINT/SIGTERM handlers; ``on_signal`` (the process's graceful stop) is put back in their place.
+        ``login``: the scheduler's own endpoint and credentials (``kopf.ConnectionInfo`` arguments), so kopf
+        talks to the same cluster and context; without it, kopf reads the kubeconfig / service account."""
         import kopf
 
         registry = kopf.OperatorRegistry()
 
         @kopf.on.login(registry=registry)
-        def login(**kwargs: Any) -> Any:
+        async def login_handler(**kwargs: Any) -> Any:
+            if login is not None:
+                return kopf.ConnectionInfo(**await login())
             if kubeconfig:
                 os.environ["KUBECONFIG"] = kubeconfig
             if kubeconfig or os.environ.get("KUBECONFIG"):

@@ -1,10 +1,18 @@
 """``dra-scheduler run``: schedule pods on a live cluster.
 
-Start-up, in order: connect (kubeconfig / in-cluster) → discover the optional PodGroup APIs → read the
-configuration (file or ConfigMap; invalid = exit 1) → serve /healthz, /readyz, /metrics → start one informer
-per kind → wait until every informer applied its first list (then /readyz is 200) → with
-``--leader-elect``, wait for the Lease and re-list every informer once leadership is won (a new leader may
-have missed the old one's last writes, kubernetes#137308) → run the scheduling loop.
+Start-up, in order: connection settings (kubectl's rules: ``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``,
+in-cluster; ``--context``; none = a one-line error naming what was tried, exit 1) → serve /healthz, /readyz,
+/metrics → wait for the API server (``/version``, backoff, at most ``--connect-timeout``; then exit 1) →
+discover the optional PodGroup APIs → read the configuration (file or ConfigMap; invalid = exit 1; its
+``leaderElection`` block fills the leader-election settings not given as flags) → start one informer per
+kind → wait until every informer applied its first list (then /readyz is 200) → with ``--leader-elect``,
+wait for the Lease and re-list every informer once leadership is won (a new leader may have missed the old
+one's last writes, kubernetes#137308) → run the scheduling loop.
+
+/readyz answers 503 with what start-up waits for (the API server and its last error, the configuration,
+the informers not synced yet) and, once ready, 200 with ``ok`` (a standby replica adds the Lease and its
+holder). Discovery is repeated every ``discovery_interval``: a PodGroup API (the x-k8s CRD or
+scheduling.k8s.io) installed after start-up gets its informer then, without a restart.
 
 The loop: ``queue.pop_wait(timeout=1)`` → ``run_once`` (scheduling cycle inline, binding cycle as a task),
 timed for ``scheduler_schedule_attempts_total`` / ``scheduler_scheduling_attempt_duration_seconds`` (a
@@ -19,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -27,17 +34,20 @@ from typing import Any
 
 import structlog
 
+from scheduler.api import ApiError
 from scheduler.cache import Cache
-from scheduler.config import ConfigError, SchedulerConfig, default_config
+from scheduler.config import ConfigError, LeaderElectionConfig, SchedulerConfig, default_config
 from scheduler.framework.interface import Code, QueuedPodInfo
 from scheduler.health import HealthServer
 from scheduler.kube import resources as _r
 from scheduler.kube.client import DEFAULT_BURST, DEFAULT_QPS, KubeConnection, LiveAPI
 from scheduler.kube.configwatch import ConfigWatcher
 from scheduler.kube.informer import Informer, InformerSet, cache_lookup
-from scheduler.kube.leader import LeaderElector
+from scheduler.kube.kubeconfig import KubeconfigError
+from scheduler.kube.leader import LeaderElector, validate_timing
 from scheduler.kube.resources import (
     DEVICE_CLASS,
+    GATED,
     NAMESPACE,
     NODE,
     OPTIONAL,
@@ -53,6 +63,12 @@ from scheduler.podgroup_controller import PodGroupStatusController
 from scheduler.scheduler import Scheduler
 
 log = structlog.get_logger("dra_scheduler.run")
+
+
+async def discover_gated(api: LiveAPI) -> dict[Resource, bool]:
+    """Whether the cluster serves the 1.37 workload APIs the group cycle reads (``scheduling.k8s.io/v1beta1``
+    Workload, ``v1alpha3`` CompositePodGroup: feature gates and runtime-config): watched only when served."""
+    return {r: await api.serves(r) for r in GATED}
 
 # a pod kept out of the queue by PreEnqueue this long gets PodScheduled=False saying why
 GATED_CONDITION_AFTER = 5.0
@@ -104,6 +120,58 @@ class RunOptions:
     install_signal_handlers: bool = True
     identity: str | None = None
     podgroup_controller: bool = True  # write scheduling.x-k8s.io PodGroup status (kopf), leader only
+    context: str | None = None  # kubeconfig context (--context)
+    connect_timeout: float = 60.0  # wait this long for the API server at start-up (<= 0: for ever)
+    discovery_interval: float = 30.0  # re-discover the optional (PodGroup) APIs this often
+    resource_lock: str = "leases"
+    # RunOptions fields given explicitly (command-line flags): a config file's leaderElection block sets the
+    # leader-election fields not named here (kube-scheduler: flags that were set win over the file)
+    explicit: frozenset[str] = frozenset()
+
+
+# RunOptions field -> (flag, leaderElection field of the configuration file)
+LEADER_ELECTION_OPTIONS = {
+    "leader_elect": ("--leader-elect", "leaderElect"),
+    "lease_duration": ("--leader-elect-lease-duration", "leaseDuration"),
+    "renew_deadline": ("--leader-elect-renew-deadline", "renewDeadline"),
+    "retry_period": ("--leader-elect-retry-period", "retryPeriod"),
+    "resource_lock": ("--leader-elect-resource-lock", "resourceLock"),
+    "lease_name": ("--leader-elect-resource-name", "resourceName"),
+    "lease_namespace": ("--leader-elect-resource-namespace", "resourceNamespace"),
+}
+_CONFIG_ATTR = {"lease_name": "resource_name", "lease_namespace": "resource_namespace"}
+
+
+def apply_leader_election(opts: RunOptions, le: LeaderElectionConfig | None) -> list[str]:
+    """Fill ``opts``' leader-election settings from the configuration file's block (the fields it names,
+    unless given as flags), then check the result as client-go does; returns the errors (field names as
+    flags or as ``leaderElection.*``, wherever each value came from)."""
+    from_file: set[str] = set()
+    if le is not None:
+        for attr in LEADER_ELECTION_OPTIONS:
+            cattr = _CONFIG_ATTR.get(attr, attr)
+            if cattr in le.named and attr not in opts.explicit:
+                setattr(opts, attr, getattr(le, cattr))
+                from_file.add(attr)
+    if not opts.leader_elect:
+        return []
+
+    def name(attr: str) -> str:
+        flag, key = LEADER_ELECTION_OPTIONS[attr]
+        return f"leaderElection.{key}" if attr in from_file else flag
+
+    errs = validate_timing(
+        opts.lease_duration,
+        opts.renew_deadline,
+        opts.retry_period,
+        (name("lease_duration"), name("renew_deadline"), name("retry_period")),
+    )
+    if opts.resource_lock != "leases":
+        errs.append(f'{name("resource_lock")}: unsupported value {opts.resource_lock!r}, supported: "leases"')
+    for attr in ("lease_name", "lease_namespace"):
+        if not getattr(opts, attr):
+            errs.append(f"{name(attr)}: required")
+    return errs
 
 
 class SchedulerApp:
@@ -131,6 +199,9 @@ class SchedulerApp:
         self._served: dict[Any, bool] = {}
         self._pg_stop = asyncio.Event()
         self.podgroups: PodGroupStatusController | None = None
+        self.fatal: str | None = None  # why start-up gave up (one line), for the command line
+        self._phase = "starting"  # what start-up waits for (the /readyz answer until the informers exist)
+        self._leader_election: LeaderElectionConfig | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -151,26 +222,62 @@ class SchedulerApp:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop)
         try:
-            return await self._run()
+            code = await self._run()
+            if code and not self.exit_code:
+                self.exit_code = code
+            return code
         finally:
             await self._shutdown()
+
+    def _fail(self, message: str, event: str, **kw: Any) -> int:
+        """Start-up gives up: an ERROR log line, the one-line reason kept for the command line, exit 1."""
+        log.error(event, error=message, **kw)
+        self.fatal = message
+        return 1
 
     async def _run(self) -> int:
         opts = self.opts
         if self.conn is None:
+            self._phase = "loading the API server connection settings"
             try:
-                self.conn = await KubeConnection.from_kubeconfig(opts.kubeconfig, qps=opts.qps, burst=opts.burst)
+                self.conn = await KubeConnection.from_kubeconfig(
+                    opts.kubeconfig, context=opts.context, qps=opts.qps, burst=opts.burst
+                )
+            except KubeconfigError as e:
+                return self._fail(str(e), "no API server connection settings")
             except Exception as e:
-                log.error("cannot load the API server connection settings", error=f"{type(e).__name__}: {e}")
-                return 1
+                return self._fail(f"{type(e).__name__}: {e}", "cannot load the API server connection settings")
         else:
             log.info(
                 "api server connection", host=self.conn.host, qps=self.conn.limiter.qps, burst=self.conn.limiter.burst
             )
+        self.health = HealthServer(
+            self.metrics,
+            host=opts.metrics_host,
+            port=opts.metrics_port,
+            ready=self.ready,
+            live=self._live,
+            before_scrape=self._refresh_gauges,
+        )
+        try:
+            opts.metrics_port = await self.health.start()
+        except OSError as e:
+            self.health = None
+            where = f"{opts.metrics_host}:{opts.metrics_port}"
+            return self._fail(f"cannot serve /healthz, /readyz, /metrics on {where}: {e}", "cannot listen")
+        self._phase = f"waiting for the API server at {self.conn.host}"
+        bound = opts.connect_timeout if opts.connect_timeout > 0 else None
+        try:
+            if not await self._until(self.conn.wait_reachable(bound, on_wait=self._set_phase), reraise=True):
+                return self.exit_code
+        except ApiError as e:  # Unreachable after --connect-timeout, 401, TLS verification
+            return self._fail(str(e), "API server not usable", host=self.conn.host)
         self.api = api = LiveAPI(self.conn)
-        served = await api.discover()
+        self._phase = "discovering the API server's optional APIs"
+        served = {**await api.discover(), **await discover_gated(api)}
         self._served = dict(served)
         log.info("optional APIs", served={r.api_version + "/" + r.plural: ok for r, ok in served.items()})
+        self._phase = "loading the scheduler configuration"
 
         self.watcher = ConfigWatcher(
             self._reconfigure,
@@ -186,47 +293,30 @@ class SchedulerApp:
             config = await self.watcher.initial() or default_config()
         except ConfigError as e:
             log.error("invalid scheduler configuration", source=self.watcher.source, errors=e.errors)
+            self.fatal = f"invalid scheduler configuration ({self.watcher.source}): " + "; ".join(e.errors)
             return 1
         except ValueError as e:
-            log.error("invalid arguments", error=str(e))
-            return 1
+            return self._fail(str(e), "invalid arguments")
         log.info(
             "configuration loaded", source=self.watcher.source, profiles=[p.scheduler_name for p in config.profiles]
         )
+        self._leader_election = config.leader_election
+        le_errors = apply_leader_election(opts, config.leader_election)
+        if le_errors:
+            return self._fail("invalid leader election settings: " + "; ".join(le_errors), "invalid leader election")
 
         self.sched = Scheduler(self.cache, api, config, metrics=self.metrics, inline_binding=False)
         for name, fw in self.sched.profiles.items():
             fw.metrics = self.metrics.for_profile(name)
 
-        optional = [r for r in OPTIONAL if served.get(r)]
-        # one upstream PodGroup version only (the newest served): the same objects under two versions
-        upstream = [r for r in optional if r.group == "scheduling.k8s.io"]
-        optional = [r for r in optional if r.group != "scheduling.k8s.io"] + upstream[:1]
-        kinds: list[Resource] = [*ALWAYS, *optional]
-        lookup = cache_lookup(self.cache)
-        self.informers = InformerSet(
-            Informer(
-                self.conn,
-                r,
-                self.cache.apply,
-                field_selector=POD_FIELD_SELECTOR if r == POD else "",
-                cached=lookup,
-                **opts.informer_options,
-            )
-            for r in kinds
-        )
-        self.health = HealthServer(
-            self.metrics,
-            host=opts.metrics_host,
-            port=opts.metrics_port,
-            ready=self.ready,
-            live=self._live,
-            before_scrape=self._refresh_gauges,
-        )
-        opts.metrics_port = await self.health.start()
-        self.started.set()
+        kinds: list[Resource] = [*ALWAYS, *self._optional_to_watch(served, set())]
+        self.informers = InformerSet(self._informer(r) for r in kinds)
+        self._phase = ""
         self.informers.start()
+        self.started.set()
         self._tasks.append(asyncio.create_task(self.watcher.run(), name="config-watch"))
+        if opts.discovery_interval > 0:
+            self._tasks.append(asyncio.create_task(self._discovery_loop(), name="api-discovery"))
 
         if not await self._until(self.informers.wait_synced()):
             return self.exit_code
@@ -256,19 +346,7 @@ class SchedulerApp:
 
         self._loop_task = asyncio.create_task(self._loop(), name="scheduling-loop")
         self.scheduling.set()
-        kopf_login = bool(
-            opts.kubeconfig
-            or os.environ.get("KUBECONFIG")
-            or os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token")
-        )
-        if opts.podgroup_controller and self._served.get(PODGROUP_X) and kopf_login:
-            self.podgroups = PodGroupStatusController(self.cache, api, self.sched.gang)
-            on_signal = self.stop if opts.install_signal_handlers else None
-            self._tasks.append(
-                asyncio.create_task(
-                    self.podgroups.run(self._pg_stop, opts.kubeconfig, on_signal), name="podgroup-status"
-                )
-            )
+        self._start_podgroup_controller()
         log.info("scheduling", profiles=sorted(self.sched.profiles))
         stop_wait = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait({stop_wait, self._loop_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -279,8 +357,9 @@ class SchedulerApp:
             return 1
         return self.exit_code
 
-    async def _until(self, aw: Any) -> bool:
-        """Await ``aw`` unless a stop comes first; True when ``aw`` finished."""
+    async def _until(self, aw: Any, reraise: bool = False) -> bool:
+        """Await ``aw`` unless a stop comes first; True when ``aw`` finished (``reraise``: its exception is
+        raised here)."""
         task = asyncio.ensure_future(aw)
         stop_wait = asyncio.create_task(self._stop.wait())
         try:
@@ -291,19 +370,116 @@ class SchedulerApp:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        if reraise and task in done and not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                raise exc
         return task in done and not task.cancelled() and task.exception() is None
+
+    def _set_phase(self, phase: str) -> None:
+        self._phase = phase
 
     def _reconfigure(self, config: SchedulerConfig) -> None:
         assert self.sched is not None
+        if config.leader_election != self._leader_election:
+            log.warning("leaderElection changed in the configuration: it takes effect at the next start")
         self.sched.reconfigure(config)
+
+    # --- informers of APIs found later -------------------------------------------------------------------------
+
+    def _informer(self, r: Resource) -> Informer:
+        assert self.conn is not None
+        return Informer(
+            self.conn,
+            r,
+            self.cache.apply,
+            field_selector=POD_FIELD_SELECTOR if r == POD else "",
+            cached=cache_lookup(self.cache),
+            **self.opts.informer_options,
+        )
+
+    @staticmethod
+    def _optional_to_watch(served: dict[Resource, bool], watched: set[Resource]) -> list[Resource]:
+        """The optional APIs to watch, given what is served and what is watched already: the PodGroup CRD,
+        and one upstream PodGroup version only (the newest served): the same objects under two versions."""
+        out = [r for r in OPTIONAL if served.get(r) and r.group != "scheduling.k8s.io" and r not in watched]
+        if not any(r in OPTIONAL and r.group == "scheduling.k8s.io" for r in watched):
+            out += [r for r in OPTIONAL if served.get(r) and r.group == "scheduling.k8s.io"][:1]
+        out += [r for r in GATED if served.get(r) and r not in watched]  # Workload, CompositePodGroup (1.37)
+        return out
+
+    async def _discovery_loop(self) -> None:
+        """Discovery again every ``discovery_interval``: an optional API served now and not watched gets
+        its informer (and the PodGroup status controller, for the x-k8s CRD) without a restart."""
+        assert self.api is not None
+        while True:
+            await asyncio.sleep(self.opts.discovery_interval)
+            try:
+                await self.discover_again()
+            except Exception as e:  # keep discovering; the next round may work
+                log.warning("API discovery failed", error=repr(e))
+
+    async def discover_again(self) -> list[Resource]:
+        """One discovery round; returns the resources whose informers it started."""
+        assert self.api is not None
+        served = {**await self.api.discover(), **await discover_gated(self.api)}
+        self._served.update(served)
+        watched = {inf.resource for inf in self.informers.informers}
+        new = self._optional_to_watch(served, watched)
+        for r in new:
+            inf = self._informer(r)
+            self.informers.informers.append(inf)
+            inf.start()
+            log.info("API served now: watching it", api=f"{r.api_version}/{r.plural}")
+            self._tasks.append(asyncio.create_task(self._mark_synced(inf), name=f"synced-{inf.name}"))
+        if new:
+            self._start_podgroup_controller()
+        return new
+
+    async def _mark_synced(self, inf: Informer) -> None:
+        await inf.synced.wait()
+        self.metrics.informer_synced.labels(resource=inf.name).set(1)
+        log.info("cache synced", informer=inf.name)
+
+    def _start_podgroup_controller(self) -> None:
+        """The kopf PodGroup status controller (x-k8s CRD), once this replica schedules, if the CRD is
+        served and the connection came from a kubeconfig or the service account (kopf logs in with the
+        same endpoint and credentials)."""
+        opts, conn = self.opts, self.conn
+        if (
+            self.podgroups is not None
+            or self.sched is None
+            or self.api is None
+            or not self.scheduling.is_set()
+            or not opts.podgroup_controller
+            or not self._served.get(PODGROUP_X)
+            or conn is None
+            or conn.login is None
+        ):
+            return
+        self.podgroups = PodGroupStatusController(self.cache, self.api, self.sched.gang)
+        on_signal = self.stop if opts.install_signal_handlers else None
+        self._tasks.append(
+            asyncio.create_task(
+                self.podgroups.run(self._pg_stop, opts.kubeconfig, on_signal, login=conn.login), name="podgroup-status"
+            )
+        )
 
     # --- probes -------------------------------------------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
-        if self.informers.informers and self.informers.synced:
-            return True, "ok"
-        missing = self.informers.not_synced() or ["informers not started"]
-        return False, "caches not synced: " + ", ".join(missing)
+        """(ready, what it waits for): 503 until every informer applied its first list; a standby replica
+        is ready (as kube-scheduler's) and says which Lease it waits for."""
+        if self._phase:
+            return False, self._phase
+        if not (self.informers.informers and self.informers.synced):
+            missing = self.informers.not_synced() or ["informers not started"]
+            return False, "caches not synced: " + ", ".join(missing)
+        if self.opts.leader_elect and not self.scheduling.is_set():
+            lease = f"{self.opts.lease_namespace}/{self.opts.lease_name}"
+            holder = self.elector.observed_holder if self.elector is not None else ""
+            return True, f"ok (standby: waiting for the lease {lease}, held by {holder or 'nobody yet'})"
+        return True, "ok"
 
     def _live(self) -> tuple[bool, str]:
         t = self._loop_task

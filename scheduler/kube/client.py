@@ -1,8 +1,12 @@
 """The connection to the API server and :class:`LiveAPI`, the live :class:`~scheduler.api.ClusterAPI`.
 
-* Connection settings come from a kubeconfig (``--kubeconfig``, else ``$KUBECONFIG``) or the in-cluster
-  service account, read with kubernetes-asyncio's loaders; requests then go out as raw JSON over one
-  aiohttp session (no generated models: they drop unknown fields and are ~30x slower to decode).
+* Connection settings come from kubectl's loading rules (``--kubeconfig``, else ``$KUBECONFIG`` merged,
+  else ``~/.kube/config``, else the in-cluster service account; ``--context``), resolved by
+  :mod:`scheduler.kube.kubeconfig` and read with kubernetes-asyncio's loaders (auth plugins, cert files);
+  requests then go out as raw JSON over one aiohttp session (no generated models: they drop unknown fields
+  and are ~30x slower to decode).
+* ``wait_reachable`` probes ``/version`` at start-up with a capped backoff for a bounded time (``run
+  --connect-timeout``): a scheduler pointed at no API server says so and exits non-zero.
 * Every request, watches included, passes a client-side token bucket (``--qps``/``--burst``).
 * HTTP errors map to the scheduler's exceptions: 409 → Conflict, 404 → NotFound, 422 → Invalid, any other
   status → ApiError(status); a request that got no answer → :class:`Unreachable` (status 0). Reads and
@@ -142,6 +146,8 @@ class KubeConnection:
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         self._background: list[asyncio.Task[Any]] = []
+        # set by from_kubeconfig: the endpoint and credentials for other clients (kopf) of the same cluster
+        self.login: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     @classmethod
     async def from_kubeconfig(
@@ -151,33 +157,45 @@ class KubeConnection:
         context: str | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
+        env: Mapping[str, str] | None = None,
+        service_account_dir: str | None = None,
     ) -> KubeConnection:
-        """``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster service account."""
+        """kubectl's loading rules (:mod:`scheduler.kube.kubeconfig`): ``kubeconfig``, else ``$KUBECONFIG``
+        (merged), else ``~/.kube/config``, else the in-cluster service account. Raises
+        :class:`~scheduler.kube.kubeconfig.KubeconfigError` with a one-line message."""
         from kubernetes_asyncio.client import Configuration
         from kubernetes_asyncio.config import kube_config
-        from kubernetes_asyncio.config.incluster_config import (
-            SERVICE_CERT_FILENAME,
-            SERVICE_TOKEN_FILENAME,
-            InClusterConfigLoader,
-        )
+        from kubernetes_asyncio.config.config_exception import ConfigException
+        from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
+        from scheduler.kube.kubeconfig import HOST_ENV, PORT_ENV, InCluster, KubeconfigError, resolve
+
+        env = os.environ if env is None else env
+        found = resolve(kubeconfig, context, env, service_account_dir)
         cfg = Configuration()
-        path = kubeconfig or os.environ.get("KUBECONFIG") or ""
         loader = None
-        if path:
-            missing = [p for p in path.split(os.pathsep) if p and not os.path.exists(os.path.expanduser(p))]
-            if len(missing) == len([p for p in path.split(os.pathsep) if p]):
-                raise FileNotFoundError(f"kubeconfig {path}: no such file")
-            loader = await kube_config.load_kube_config(
-                config_file=path, context=context, client_configuration=cfg, persist_config=False
-            )
-            source = path
-        else:
-            InClusterConfigLoader(SERVICE_TOKEN_FILENAME, SERVICE_CERT_FILENAME).load_and_set(cfg)
-            source = "in-cluster"
-        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-        if cfg.cert_file:
-            ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+        try:
+            if isinstance(found, InCluster):
+                ic_env = {HOST_ENV: env.get(HOST_ENV, ""), PORT_ENV: env.get(PORT_ENV, "")}
+                InClusterConfigLoader(found.token_file, found.ca_file, environ=ic_env).load_and_set(cfg)
+            else:
+                loader = kube_config.KubeConfigLoader(
+                    config_dict=found.merged, active_context=found.context, config_base_path=None
+                )
+                await loader.load_and_set(cfg)
+        except (ConfigException, AssertionError, KeyError, TypeError, ValueError, OSError) as e:
+            where = found.source if isinstance(found, InCluster) else f"{found.source}, context {found.context}"
+            raise KubeconfigError(f"{where}: {str(e) or type(e).__name__}") from None
+        source = found.source
+        context_name = None if isinstance(found, InCluster) else found.context
+        if not str(cfg.host or "").startswith(("http://", "https://")):
+            raise KubeconfigError(f"{source}: the cluster has no server URL (got {cfg.host!r})")
+        try:
+            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            if cfg.cert_file:
+                ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise KubeconfigError(f"{source}: TLS settings: {e}") from None
         if not cfg.verify_ssl:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
@@ -199,11 +217,104 @@ class KubeConnection:
             burst=burst,
             source=source,
         )
+
+        async def login() -> dict[str, Any]:
+            """The same endpoint and credentials as keyword arguments of ``kopf.ConnectionInfo``."""
+            tok = await token() or ""
+            scheme, value = tok.split(" ", 1) if " " in tok else ("Bearer", tok)
+            return {
+                "server": conn.host,
+                "ca_path": cfg.ssl_ca_cert or None,
+                "insecure": not cfg.verify_ssl or None,
+                "certificate_path": cfg.cert_file or None,
+                "private_key_path": cfg.key_file or None,
+                "username": basic[0] if basic else None,
+                "password": basic[1] if basic else None,
+                "scheme": scheme if value else None,
+                "token": value or None,
+            }
+
+        conn.login = login
         if loader is not None and (loader.provider == "gcp" or "exec" in (loader._user or {})):
             # exec-plugin / gcp tokens expire: refresh them in the background, as kubernetes-asyncio does
             conn._background.append(asyncio.create_task(kube_config.refresh_token(loader, cfg)))
-        log.info("api server connection", host=conn.host, source=source, qps=qps, burst=burst)
+        log.info("api server connection", host=conn.host, source=source, context=context_name, qps=qps, burst=burst)
         return conn
+
+    async def probe(self, timeout: float) -> str:
+        """One GET /version: "" when the API server answered (any HTTP status but 401), else why not.
+        Raises :class:`ApiError` for answers that waiting will not change (401, a TLS verification error)."""
+        await self.limiter.acquire()
+        headers = await self._headers(None)
+        try:
+            async with self.session.get(
+                self.host + "/version",
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=max(timeout, 0.05)),
+                auth=self._basic,
+                server_hostname=self._server_hostname,
+            ) as resp:
+                await resp.read()
+                if resp.status == 401:
+                    raise ApiError(
+                        f"the API server at {self.host} rejected the credentials of {self.source or 'this client'} "
+                        "(401 Unauthorized)",
+                        401,
+                    )
+                if resp.status >= 500:
+                    return f"HTTP {resp.status} from {self.host}/version"
+                return ""
+        except aiohttp.ClientConnectorCertificateError as e:
+            raise ApiError(f"TLS verification of the API server at {self.host} failed: {e.certificate_error}", 0) from e
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+    async def wait_reachable(
+        self,
+        timeout: float | None,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+        initial_delay: float = 0.5,
+        max_delay: float = 8.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Probe until the API server answers, with a capped, jittered exponential backoff, for at most
+        ``timeout`` seconds (None: for ever); then raise :class:`Unreachable` naming the server and the last
+        error. Each failed probe is logged (what is waited for, the error, the time left) and passed to
+        ``on_wait``."""
+        deadline = None if timeout is None else clock() + timeout
+        delay = initial_delay
+        attempt = 0
+        while True:
+            attempt += 1
+            left = None if deadline is None else deadline - clock()
+            why = await self.probe(10.0 if left is None else min(max(left, 0.05), 10.0))
+            if not why:
+                if attempt > 1:
+                    log.info("api server reachable", host=self.host, attempts=attempt)
+                return
+            left = None if deadline is None else deadline - clock()
+            if left is not None and left <= 0:
+                raise Unreachable(
+                    f"the API server at {self.host} ({self.source or 'given connection'}) was not reachable within "
+                    f"{timeout:g}s ({attempt} attempts; last error: {why})"
+                )
+            wait = delay * random.uniform(0.8, 1.2)
+            if left is not None:
+                wait = min(wait, left)
+            log.warning(
+                "waiting for the API server",
+                host=self.host,
+                source=self.source,
+                error=why,
+                attempt=attempt,
+                retry_in=round(wait, 2),
+                gives_up_in=None if left is None else round(left, 1),
+            )
+            if on_wait is not None:
+                on_wait(f"waiting for the API server at {self.host} (attempt {attempt}: {why})")
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, max_delay)
 
     @property
     def session(self) -> aiohttp.ClientSession:

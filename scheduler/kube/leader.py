@@ -9,7 +9,8 @@
   lost its lease must not keep writing with a cache it can no longer trust, kubernetes#81306).
 * ``release`` (graceful shutdown) empties the holder so a standby takes over at once.
 
-Defaults are kube-scheduler's: lease 15 s, renew deadline 10 s, retry 2 s.
+Defaults are kube-scheduler's: lease 15 s, renew deadline 10 s, retry 2 s; ``validate_timing`` applies
+client-go's constraints (lease > renew deadline > 1.2 × retry period > 0).
 """
 
 from __future__ import annotations
@@ -29,6 +30,32 @@ import structlog
 from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound, Obj
 
 log = structlog.get_logger("dra_scheduler.leader")
+
+
+JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
+
+
+def validate_timing(
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    names: tuple[str, str, str] = ("leaseDuration", "renewDeadline", "retryPeriod"),
+) -> list[str]:
+    """client-go ``NewLeaderElector``'s checks (leaderelection.go v0.37.2), naming the fields as ``names``
+    (config fields or flags): lease > renew deadline > retry period × 1.2, each > 0."""
+    lease, renew, retry = names
+    errs: list[str] = []
+    if lease_duration <= renew_deadline:
+        errs.append(f"{lease}: must be greater than {renew} ({lease_duration:g}s <= {renew_deadline:g}s)")
+    if renew_deadline <= JITTER_FACTOR * retry_period:
+        errs.append(
+            f"{renew}: must be greater than {retry} × {JITTER_FACTOR:g} "
+            f"({renew_deadline:g}s <= {JITTER_FACTOR * retry_period:g}s)"
+        )
+    for name, v in ((lease, lease_duration), (renew, renew_deadline), (retry, retry_period)):
+        if not v > 0:
+            errs.append(f"{name}: must be greater than zero")
+    return errs
 
 
 def default_identity() -> str:
@@ -54,8 +81,9 @@ class LeaderElector:
         on_lost: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not lease_duration > renew_deadline > retry_period > 0:
-            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        errors = validate_timing(lease_duration, renew_deadline, retry_period)
+        if errors:
+            raise ValueError("; ".join(errors))
         self.api = api
         self.namespace = namespace
         self.name = name

@@ -14,6 +14,9 @@ One revision counter covers both layers, and a per-node revision lets callers ca
 pools that are not node-local bump the ``shared`` revision instead). Admin-access results are not
 counted as use, as upstream.
 
+:class:`LedgerView` is a read-only view with some claims treated as unallocated (preemption's dry run frees
+the devices of victims' claims that no surviving pod reserves); the ledger itself never sees a dry run.
+
 The ledger is mutated only between scheduling cycles or in Reserve/Unreserve of the cycle itself, and
 all of that runs on one thread (the event loop), so a cycle's reads see a consistent state; the
 revision check in :meth:`DeviceLedger.check_revision` makes any violation loud instead of silent.
@@ -21,6 +24,7 @@ revision check in :meth:`DeviceLedger.check_revision` makes any violation loud i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -216,3 +220,116 @@ class DeviceLedger:
                 counts.pop(r.device, None)
                 if not counts:
                     del self._pool_devices[pool]
+
+
+_view_ids = itertools.count(1)
+
+
+class LedgerView(DeviceLedger):
+    """A read-only view of a ledger in which the given claims hold no devices (preemption's dry run: the claims
+    of victims that no surviving pod reserves). The real ledger is not modified; writes to a view raise.
+
+    Revisions of the pools and nodes the hidden claims touch are replaced by a number unique to this view (and
+    negative, so never equal to a real revision): caches keyed by revision (the allocator's counter totals,
+    DynamicResources' per-node results, GpuTopology's free masks) never serve a real result for the view or
+    the other way round."""
+
+    def __init__(self, base: DeviceLedger, hidden: Iterable[str]) -> None:
+        super().__init__()
+        self.base = base
+        self.hidden = frozenset(u for u in hidden if base.use_of(u) is not None)
+        self._token = -next(_view_ids)
+        self._hidden_devices: set[DeviceID] = set()
+        self._hidden_counts: dict[PoolID, dict[str, int]] = {}
+        for uid in self.hidden:
+            use = base.use_of(uid)
+            assert use is not None
+            for r in use.results:
+                if r.admin_access:
+                    continue
+                self._hidden_devices.add((r.driver, r.pool, r.device))
+                counts = self._hidden_counts.setdefault((r.driver, r.pool), {})
+                counts[r.device] = counts.get(r.device, 0) + 1
+        self._nodes = {base._pool_node.get(p, "") for p in self._hidden_counts}
+        self._pool_node = base._pool_node
+        self.revision = self._token
+        self.shared_revision = self._token if "" in self._nodes else base.shared_revision
+
+    def hides(self, dev: DeviceID) -> bool:
+        return dev in self._hidden_devices
+
+    # --- reads ----------------------------------------------------------------------------------------
+
+    def is_allocated(self, dev: DeviceID) -> bool:
+        if dev not in self._hidden_devices:
+            return self.base.is_allocated(dev)
+        return bool(self.base.exclusive_users(dev) - self.hidden)
+
+    def exclusive_users(self, dev: DeviceID) -> frozenset[str]:
+        users = self.base.exclusive_users(dev)
+        return users - self.hidden if dev in self._hidden_devices else users
+
+    def shared_consumption(self, dev: DeviceID) -> Mapping[tuple[str, str], Mapping[str, Quantity]] | None:
+        shares = self.base.shared_consumption(dev)
+        if shares is None or dev not in self._hidden_devices:
+            return shares
+        kept = {k: v for k, v in shares.items() if k[0] not in self.hidden}
+        return kept or None
+
+    def has_shares(self, dev: DeviceID) -> bool:
+        return self.shared_consumption(dev) is not None
+
+    def in_use(self, dev: DeviceID) -> bool:
+        return self.is_allocated(dev) or self.has_shares(dev)
+
+    def pool_devices_in_use(self, pool: PoolID) -> Mapping[str, int]:
+        counts = self.base.pool_devices_in_use(pool)
+        minus = self._hidden_counts.get(pool)
+        if not minus:
+            return counts
+        out = dict(counts)
+        for dev, n in minus.items():
+            left = out.get(dev, 0) - n
+            if left > 0:
+                out[dev] = left
+            else:
+                out.pop(dev, None)
+        return out
+
+    def pool_revision(self, pool: PoolID) -> int:
+        return self._token if pool in self._hidden_counts else self.base.pool_revision(pool)
+
+    def node_revision(self, node: str) -> int:
+        return self._token if node in self._nodes else self.base.node_revision(node)
+
+    def use_of(self, claim_uid: str) -> Use | None:
+        return None if claim_uid in self.hidden else self.base.use_of(claim_uid)
+
+    def is_pending(self, claim_uid: str) -> bool:
+        return claim_uid not in self.hidden and self.base.is_pending(claim_uid)
+
+    def pending_claims(self) -> Iterable[Use]:
+        return [u for u in self.base.pending_claims() if u.claim_uid not in self.hidden]
+
+    def check_revision(self, expected: int) -> None:
+        return None
+
+    # --- writes: a view is read-only ----------------------------------------------------------------
+
+    def set_pool_nodes(self, pool_node: Mapping[PoolID, str]) -> None:
+        raise TypeError("LedgerView is read-only")
+
+    def observe_claim(self, claim_uid: str, claim_key: str, results: tuple[DeviceResult, ...] | None, rv: str) -> None:
+        raise TypeError("LedgerView is read-only")
+
+    def forget_claim(self, claim_uid: str) -> None:
+        raise TypeError("LedgerView is read-only")
+
+    def assume(self, claim_uid: str, claim_key: str, results: tuple[DeviceResult, ...] | None, rv: str) -> None:
+        raise TypeError("LedgerView is read-only")
+
+    def reserve(self, claim_uid: str, claim_key: str, results: tuple[DeviceResult, ...]) -> None:
+        raise TypeError("LedgerView is read-only")
+
+    def unreserve(self, claim_uid: str) -> None:
+        raise TypeError("LedgerView is read-only")

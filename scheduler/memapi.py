@@ -61,6 +61,11 @@ class InMemoryAPI:
         self.events: list[Obj] = []
         self.writes: list[tuple[str, str, str]] = []  # (verb, kind, "ns/name") — for tests
         self.fail_next: dict[tuple[str, str], list[Exception]] = {}  # (verb, kind) -> errors to raise
+        # Graceful deletion of bound pods (simulate): the DELETE first records deletionTimestamp and
+        # deletionGracePeriodSeconds (a MODIFIED event), then termination completes at once and the pod is
+        # removed. Off: a DELETE removes at once, as before.
+        self.graceful_pod_deletion = False
+        self.now: Callable[[], str] = lambda: "2026-01-01T00:00:00Z"  # RFC 3339, for deletionTimestamp
 
     # --- helpers ----------------------------------------------------------------------------------
 
@@ -192,6 +197,21 @@ class InMemoryAPI:
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         key = _key(kind, namespace, name)
+        cur = self.objects.get(key)
+        if (
+            cur is not None
+            and kind == "Pod"
+            and self.graceful_pod_deletion
+            and (cur.get("spec") or {}).get("nodeName")
+            and not cur["metadata"].get("deletionTimestamp")
+        ):
+            grace = (cur.get("spec") or {}).get("terminationGracePeriodSeconds")
+            meta = {
+                **cur["metadata"],
+                "deletionTimestamp": self.now(),
+                "deletionGracePeriodSeconds": grace if isinstance(grace, int) else 30,
+            }
+            self._store(kind, {**cur, "metadata": meta}, "MODIFIED")
         obj = self.objects.pop(key, None)
         if obj is None:
             raise NotFound(f'{kind.lower()} "{name}" not found')
@@ -214,11 +234,14 @@ class InMemoryAPI:
             )
         conds = [c for c in ((cur.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
         conds.append({"type": "PodScheduled", "status": "True"})
+        status = {**(cur.get("status") or {}), "conditions": conds}
+        # ClearingNominatedNodeNameAfterBinding (beta, on since 1.35): the binding clears the nomination
+        status.pop("nominatedNodeName", None)
         new = {
             **cur,
             "metadata": dict(cur["metadata"]),
             "spec": {**(cur.get("spec") or {}), "nodeName": node},
-            "status": {**(cur.get("status") or {}), "conditions": conds},
+            "status": status,
         }
         self._store("Pod", new, "MODIFIED")
 

@@ -1,10 +1,16 @@
 """The scheduling loop: queue → cycle (pure, synchronous) → binding cycle (async, API writes).
 
 The same loop drives the live scheduler and ``simulate``; only the :class:`~scheduler.api.ClusterAPI`
-behind it differs. The scheduling cycle (PreFilter → Filter → PostFilter → PreScore → Score → select →
-assume → Reserve → Permit) runs without awaiting, on one immutable snapshot. The binding cycle
-(PreBind → Bind) writes in the order of ARCHITECTURE §4; on failure it undoes its writes, forgets the
-in-memory reservation and the assumed pod, and sends the pod to backoff.
+behind it differs. When no node fits, PostFilter (DefaultPreemption) may nominate a node: the nomination is
+recorded in the nominator at once and written with the failure status, then the preemption's API work runs
+(a task live, as upstream's async preemption; inline in ``simulate``). A nominated pod's resources are held
+for it (filters of pods of equal or lower priority count it on its node), and the node it is nominated to is
+tried first in its next cycle (upstream ``evaluateNominatedNode``).
+
+The scheduling cycle (PreFilter → Filter → PostFilter → PreScore → Score → select → assume → Reserve →
+Permit) runs without awaiting, on one immutable snapshot. The binding cycle (PreBind → Bind) writes in the
+order of ARCHITECTURE §4; on failure it undoes its writes, forgets the in-memory reservation and the assumed
+pod, and sends the pod to backoff.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +29,8 @@ from plugins.topology.plugin import placement_note
 from scheduler.api import ApiError, ClusterAPI, NotFound
 from scheduler.cache import Cache, NodeInfo
 from scheduler.config import SchedulerConfig
-from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
+from scheduler.framework.interface import Code, CycleState, PostFilterResult, QueuedPodInfo, Status
+from scheduler.framework.nominator import NOOP, OVERRIDE, Nominator, status_nominated_node
 from scheduler.framework.registry import PluginSpec, default_registry
 from scheduler.framework.runtime import Framework, Metrics, NullMetrics
 from scheduler.model import Pod, ResourceClaim
@@ -31,6 +38,7 @@ from scheduler.queue import Clock, MonotonicClock, SchedulingQueue
 
 log = structlog.get_logger("dra_scheduler")
 
+POST_FILTER_RESULT = "framework/post-filter-result"  # CycleState key: the cycle's PostFilterResult
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
 _ACTIONS = {"ADDED": "Add", "MODIFIED": "Update", "DELETED": "Delete"}
@@ -78,8 +86,10 @@ class Scheduler:
         # RFC 3339 time for condition timestamps; simulate passes a deterministic one
         self.wallclock = wallclock or (lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         reg = registry if registry is not None else default_registry()
+        # pods nominated to nodes by preemption; their resources are held for them (scheduler/framework/nominator.py)
+        self.nominator = Nominator()
         self.profiles: dict[str, Framework] = {
-            p.scheduler_name: Framework(p, reg, self.metrics) for p in config.profiles
+            p.scheduler_name: Framework(p, reg, self.metrics, self.nominator) for p in config.profiles
         }
         first = next(iter(self.profiles.values()))
         events: dict[str, set[tuple[str, str]]] = {}
@@ -97,6 +107,9 @@ class Scheduler:
         self._next_start = 0
         self._binding_tasks: set[asyncio.Task[bool]] = set()
         self._pending_writes: list[tuple[Pod, str, str, bool]] = []  # pod, reason, message, with Event
+        self._pending_nominations: dict[str, str] = {}  # pod key -> nominatedNodeName to write ("" clears)
+        self._pending_preemptions: list[tuple[str, Callable[[ClusterAPI, Callable[[], str]], Awaitable[bool]]]] = []
+        self._preemption_tasks: set[asyncio.Task[bool]] = set()
         self._gated_messages: dict[str, tuple[str, str, float, bool]] = {}  # reason, message, since, written
         from scheduler.gang import GangScheduler
 
@@ -151,6 +164,7 @@ class Scheduler:
         action = _ACTIONS.get(event, "Update")
         q = self.queue
         if kind == "Pod":
+            self._track_nomination(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
             if event == "DELETED":
                 assert isinstance(old, Pod)
                 q.delete(old.key)
@@ -199,6 +213,24 @@ class Scheduler:
             return
         q.on_event(kind, action)
 
+    def _track_nomination(self, old: Pod | None, new: Pod | None) -> None:
+        """Keep the nominator in step with the pods (upstream: the queue's Add/Update/Delete): only pending pods
+        this scheduler is responsible for are nominated; an update keeps an in-memory nomination the watch has
+        not echoed yet."""
+        nom = self.nominator
+        if new is None or new.node_name or new.terminated or new.meta.deleting or not self.responsible(new):
+            if old is not None:
+                nom.delete(old)
+            if new is not None:
+                nom.delete(new)
+            return
+        if old is not None and old.uid == new.uid:
+            nom.update(old, new)
+        else:
+            if old is not None:
+                nom.delete(old)
+            nom.add(new)
+
     # --- the scheduling cycle -----------------------------------------------------------------------
 
     def schedule_one(self, info: QueuedPodInfo) -> Outcome | tuple[Outcome, CycleState, Framework]:
@@ -214,6 +246,7 @@ class Scheduler:
         node, status, rejectors = self._find_node(fw, state, pod)
         if node is not None:
             self.cache.assume_pod(pod, node)
+            self.nominator.delete(pod)  # upstream assume(): DeleteNominatedPodIfExists
             st = fw.run_reserve(state, pod, node)
             if st.is_success:
                 st, _ = fw.run_permit(state, pod, node)
@@ -227,7 +260,12 @@ class Scheduler:
         self._count_attempt(status)
         if node is None:
             assert status is not None
-            self.fail(info, pod, status, rejectors, cycle)
+            nominated = self._nominating(state)
+            self.fail(info, pod, status, rejectors, cycle, nominated=nominated)
+            ran: tuple[PostFilterResult | None] | None = state.read(POST_FILTER_RESULT)
+            result = ran[0] if ran is not None else None
+            if result is not None and result.actuate is not None:
+                self._pending_preemptions.append((pod.key, result.actuate))
             return Outcome(pod.key, "", status)
         return Outcome(pod.key, node, None), state, fw
 
@@ -237,18 +275,33 @@ class Scheduler:
             return None, Status.unschedulable("0/0 nodes are available: no nodes registered."), set()
         pre, st = fw.run_pre_filter(state, pod)
         if not st.is_success:
+            if st.code == Code.UNSCHEDULABLE and fw.post_filter:
+                # upstream: every node gets the PreFilter status, and PostFilter (preemption) still runs
+                post = self._post_filter(fw, state, pod, {n.name: st for n in snap.nodes})
+                if post:
+                    msg = f"0/{len(snap.nodes)} nodes are available: {st.message}. {post}"
+                    return None, Status(st.code, (msg,), st.plugin), {st.plugin} if st.plugin else set()
             return None, st, {st.plugin} if st.plugin else set()
         nodes: Sequence[NodeInfo] = snap.nodes
         if pre is not None and pre.node_names is not None:
             nodes = [n for n in nodes if n.name in pre.node_names]
         sig = fw.signature(state, pod)
+        nominated = fw.nominated_node_of(pod)
+        if nominated:
+            # upstream evaluateNominatedNode: the node preemption made room on is tried first, and taken if it fits
+            info = snap.node_map.get(nominated)
+            allowed = pre is None or pre.node_names is None or nominated in pre.node_names
+            if info is not None and allowed and fw.filter_node(state, pod, info, sig).is_success:
+                return nominated, None, set()
         feasible, statuses = self._filter(fw, state, pod, nodes, sig)
         if isinstance(statuses, Status):  # an Error status aborted the cycle
             return None, statuses, {statuses.plugin}
         if not feasible:
             statuses = fw.own_rejections(state, pod, statuses, snap.node_map)
-            fw.run_post_filter(state, pod, statuses)
+            post = self._post_filter(fw, state, pod, statuses)
             msg = fit_error(len(snap.nodes), statuses)
+            if post:
+                msg = f"{msg} {post}"
             code = (
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE
                 if statuses and all(s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in statuses.values())
@@ -282,7 +335,7 @@ class Scheduler:
         for i in range(n):
             node = nodes[(offset + i) % n]
             checked += 1
-            st = fw.run_filter_memo(state, pod, node, sig)
+            st = fw.filter_node(state, pod, node, sig)
             if st.is_success:
                 feasible.append(node)
                 if len(feasible) >= want:
@@ -302,7 +355,46 @@ class Scheduler:
 
     # --- failures -----------------------------------------------------------------------------------
 
-    def fail(self, info: QueuedPodInfo, pod: Pod, status: Status, rejectors: set[str], cycle: int) -> None:
+    def _post_filter(self, fw: Framework, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> str:
+        """Run PostFilter (preemption) for a pod no node fits; keep its result on the state for ``schedule_one``
+        and return its message for the FitError ("" when there is none)."""
+        if not fw.post_filter:
+            return ""
+        result, st = fw.run_post_filter(state, pod, statuses)
+        state.write(POST_FILTER_RESULT, (result,))
+        if st.code == Code.ERROR:
+            log.warning("PostFilter failed", pod=pod.key, error=st.message, plugin=st.plugin)
+        return st.message
+
+    def _nominating(self, state: CycleState) -> str | None:
+        """The ``nominatedNodeName`` a failed cycle leaves (upstream ``ScheduleResult.nominatingInfo``): when
+        PostFilter ran, its result's node if it overrides, else None (unchanged); "" (cleared) when it did not
+        run (upstream ``clearNominatedNode``: errors, no PostFilter plugins, failed Reserve or Permit, and a
+        PreFilter rejection, for which upstream's preemption finds no candidate and clears)."""
+        ran: tuple[PostFilterResult | None] | None = state.read(POST_FILTER_RESULT)
+        if ran is None:
+            return ""
+        result = ran[0]
+        return result.nominated_node_name if result is not None and result.mode == OVERRIDE else None
+
+    def fail(
+        self,
+        info: QueuedPodInfo,
+        pod: Pod,
+        status: Status,
+        rejectors: set[str],
+        cycle: int,
+        nominated: str | None = None,
+    ) -> None:
+        """``handleSchedulingFailure``: requeue, record the nomination (``nominated``: the node, "" to clear,
+        None for the pod's own ``status.nominatedNodeName``) and queue the status write."""
+        current = self.cache.pod(pod.key)
+        if current is not None and current.uid == pod.uid and not current.node_name:
+            if nominated is None:
+                self.nominator.add(current, None, NOOP)
+            else:
+                self.nominator.add(current, nominated, OVERRIDE)
+                self._pending_nominations[pod.key] = nominated
         reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
         message = status.message or "pod could not be scheduled"
         log.info("pod not scheduled", pod=pod.key, reason=reason, message=message, attempts=info.attempts)
@@ -313,20 +405,29 @@ class Scheduler:
         self.queue.done(pod.key)
         self._pending_writes.append((pod, reason, message, True))
 
-    async def write_failure(self, pod: Pod, reason: str, message: str, event: bool = True) -> None:
+    async def write_failure(
+        self, pod: Pod, reason: str, message: str, event: bool = True, nominated: str | None = None
+    ) -> None:
+        """PodScheduled=False with ``reason`` and ``message``, and ``status.nominatedNodeName`` when ``nominated``
+        is not None ("" clears it), in one status patch, only what changed (upstream ``updatePod``)."""
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
         conds = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
         old = [c for c in ((pod.raw.get("status") or {}).get("conditions") or []) if c.get("type") == "PodScheduled"]
+        patch: dict[str, Any] = {}
+        if nominated is not None and status_nominated_node(pod) != nominated:
+            patch["nominatedNodeName"] = nominated or None
         if not (old and all(old[0].get(k) == v for k, v in cond.items())):
             cond["lastTransitionTime"] = self.wallclock()
             if old and old[0].get("status") == "False" and old[0].get("lastTransitionTime"):
                 cond["lastTransitionTime"] = old[0]["lastTransitionTime"]  # status did not transition
+            patch["conditions"] = [*conds, cond]
+        if patch:
             try:
                 await self.api.patch(
                     "Pod",
                     pod.namespace,
                     pod.name,
-                    {"metadata": {"uid": pod.uid}, "status": {"conditions": [*conds, cond]}},
+                    {"metadata": {"uid": pod.uid}, "status": patch},
                     subresource="status",
                 )
             except ApiError as e:
@@ -370,7 +471,36 @@ class Scheduler:
         """Write the PodScheduled=False conditions and FailedScheduling events queued by ``fail``."""
         writes, self._pending_writes = self._pending_writes, []
         for pod, reason, message, event in writes:
-            await self.write_failure(pod, reason, message, event=event)
+            nominated = self._pending_nominations.pop(pod.key, None)
+            await self.write_failure(self._fresh(pod), reason, message, event=event, nominated=nominated)
+
+    def _fresh(self, pod: Pod) -> Pod:
+        """The cache's current version of ``pod`` (same UID), for status patches computed from it."""
+        cur = self.cache.pod(pod.key)
+        return cur if cur is not None and cur.uid == pod.uid else pod
+
+    async def run_preemptions(self) -> None:
+        """Start the API work of the preemptions decided in the cycles just run (after the preemptors' status
+        writes, ARCHITECTURE §4): inline with ``inline_binding`` (simulate), else as tasks (upstream async
+        preemption). A failed one sends its preemptor back to the queue at once (upstream ``Activate``)."""
+        work, self._pending_preemptions = self._pending_preemptions, []
+        for key, actuate in work:
+            if self.inline_binding:
+                await self._actuate(key, actuate)
+            else:
+                task = asyncio.create_task(self._actuate(key, actuate))
+                self._preemption_tasks.add(task)
+                task.add_done_callback(self._preemption_tasks.discard)
+
+    async def _actuate(self, key: str, actuate: Callable[[ClusterAPI, Callable[[], str]], Awaitable[bool]]) -> bool:
+        try:
+            ok = await actuate(self.api, self.wallclock)
+        except Exception as e:  # the preemptor must not be stuck waiting for a preemption that died
+            log.exception("preemption failed", pod=key, error=repr(e))
+            ok = False
+        if not ok:
+            self.queue.on_event_for(key, "Pod", "Delete")
+        return ok
 
     async def run_once(self, info: QueuedPodInfo) -> Outcome:
         """One pod: scheduling cycle, then its binding cycle (awaited inline or as a task).
@@ -379,6 +509,8 @@ class Scheduler:
             return Outcome(info.pod.key, group_results=dict(self.gang.last_results))
         res = self.schedule_one(info)
         await self.flush_writes()
+        if self._pending_preemptions:
+            await self.run_preemptions()
         if isinstance(res, Outcome):
             return res
         outcome, state, fw = res
@@ -394,8 +526,8 @@ class Scheduler:
         return outcome
 
     async def wait_bindings(self) -> None:
-        while self._binding_tasks:
-            await asyncio.gather(*list(self._binding_tasks), return_exceptions=True)
+        while self._binding_tasks or self._preemption_tasks:
+            await asyncio.gather(*list(self._binding_tasks), *list(self._preemption_tasks), return_exceptions=True)
 
     def reconfigure(self, config: SchedulerConfig, registry: Mapping[str, PluginSpec] | None = None) -> None:
         """Apply a new configuration without a restart: rebuild the framework of every profile (plugins,
@@ -410,7 +542,7 @@ class Scheduler:
         profiles: dict[str, Framework] = {}
         for p in config.profiles:
             metrics = for_profile(p.scheduler_name) if callable(for_profile) else self.metrics
-            profiles[p.scheduler_name] = Framework(p, reg, metrics)
+            profiles[p.scheduler_name] = Framework(p, reg, metrics, self.nominator)
         if not profiles:
             raise ValueError("a configuration needs at least one profile")
         q = self.queue

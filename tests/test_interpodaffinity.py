@@ -1834,6 +1834,7 @@ def test_equal_pods_do_not_reuse_results_across_a_change_of_affinity_pods() -> N
     e = P("e").node("b-0").preferred(100, term(match_labels={"app": "web"}, topology=ZONE))
     # g rejects app=web in zone c: x's and z's PreFilter do not Skip, so both run this plugin's Filter
     g = P("g").node("c-0").required_anti(term(match_labels={"app": "web"}, topology=ZONE))
+    g.spec = {"priority": 1000}  # above z's: z may not preempt g (DefaultPreemption) to enter zone c
 
     def web(name: str, prio: int) -> dict[str, Any]:
         p = P(name).label("app", "web")

@@ -338,7 +338,10 @@ def test_simulate_one_node_two_pods_same_host_port() -> None:
     [pending_pod] = pending
     [cond] = [c for c in pending_pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
-    assert cond["message"] == f"0/1 nodes are available: 1 {ERR_REASON}."
+    assert cond["message"] == (
+        f"0/1 nodes are available: 1 {ERR_REASON}. "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
 
 
 def test_simulate_two_nodes_equal_pods_land_on_different_nodes() -> None:
@@ -354,7 +357,10 @@ def test_simulate_three_pods_two_nodes_third_pending() -> None:
     assert res.summary["scheduled"] == 2 and res.summary["unschedulable"] == 1
     pending = [p for p in _by_name(res.items).values() if not p["spec"].get("nodeName")]
     [cond] = [c for c in pending[0]["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert cond["message"] == f"0/2 nodes are available: 2 {ERR_REASON}."
+    assert cond["message"] == (
+        f"0/2 nodes are available: 2 {ERR_REASON}. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
 
 
 def test_simulate_signature_tells_ports_apart() -> None:

@@ -18,7 +18,7 @@ Queue semantics of the codes (as kube-scheduler):
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from scheduler.api import ClusterAPI
     from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.framework.runtime import DryRun
     from scheduler.model import Pod
 
 
@@ -107,6 +108,18 @@ class CycleState:
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
+    def clone(self) -> CycleState:
+        """A copy for a dry run (upstream ``CycleState.Clone``): values with a ``clone()`` method are cloned,
+        others shared (plugins replace, never mutate, such values in PreFilterExtensions). The reuse memo's
+        node tokens are not carried over: a dry run never reuses results."""
+        out = CycleState(self.snapshot)
+        for k, v in self._data.items():
+            c = getattr(v, "clone", None)
+            out._data[k] = c() if callable(c) else v
+        out.skip_filter = set(self.skip_filter)
+        out.skip_score = set(self.skip_score)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class PreFilterResult:
@@ -163,11 +176,75 @@ class FilterPlugin(Protocol):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status: ...
 
 
+NOMINATE_OVERRIDE = "Override"
+NOMINATE_NOOP = "Noop"
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """What a PostFilter plugin asks for (upstream ``PostFilterResult`` + ``NominatingInfo``).
+
+    ``mode`` Override sets ``status.nominatedNodeName`` to ``nominated_node_name`` ("" clears it); Noop leaves
+    it. ``actuate``, when set, is the API work the plugin decided on (preemption: evict the victims); the
+    scheduler runs it after the preemptor's cycle ended and its status was written, as a task live (upstream
+    async preemption) or inline in ``simulate``, with the API and the scheduler's wall clock (RFC 3339, for
+    condition times). It returns False when it failed (the preemptor is then retried at once, as upstream
+    activates it)."""
+
+    nominated_node_name: str = ""
+    mode: str = NOMINATE_OVERRIDE
+    actuate: Callable[[ClusterAPI, Callable[[], str]], Awaitable[bool]] | None = field(default=None, compare=False)
+
+
 @runtime_checkable
 class PostFilterPlugin(Protocol):
     name: ClassVar[str]
 
-    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Status: ...
+    def post_filter(
+        self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Protocol):
+    """Optional, with PreFilter (upstream ``PreFilterExtensions``): update the plugin's PreFilter state in a
+    (cloned) CycleState as if ``pod_to_add`` were added to / ``pod_to_remove`` removed from ``node``. Used by
+    preemption's dry run and to count nominated pods; never called on the cycle's own state."""
+
+    def add_pod(self, state: CycleState, pod_to_schedule: Pod, pod_to_add: Pod, node: NodeInfo) -> Status: ...
+
+    def remove_pod(self, state: CycleState, pod_to_schedule: Pod, pod_to_remove: Pod, node: NodeInfo) -> Status: ...
+
+
+class FrameworkHandle(Protocol):
+    """What a plugin may ask of its framework (upstream ``framework.Handle``), given through ``set_handle``."""
+
+    scheduler_name: str
+
+    def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status: ...
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: Pod, pod_to_add: Pod, node: NodeInfo
+    ) -> Status: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod_to_schedule: Pod, pod_to_remove: Pod, node: NodeInfo
+    ) -> Status: ...
+
+    def nominated_pods_for_node(self, node: str) -> Sequence[Pod]: ...
+
+    def nominated_node_of(self, pod: Pod) -> str: ...
+
+    def dry_run(self, state: CycleState, pod: Pod, node: NodeInfo) -> DryRun: ...
+
+
+@runtime_checkable
+class HandleAware(Protocol):
+    """Optional: the framework hands itself to the plugin once, after building every plugin of the profile."""
+
+    def set_handle(self, handle: FrameworkHandle) -> None: ...
 
 
 @runtime_checkable

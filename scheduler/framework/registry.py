@@ -31,6 +31,7 @@ def default_registry() -> dict[str, PluginSpec]:
     # Imported here so that the framework package does not depend on the plugins at import time.
     from plugins.balancedallocation import SPEC as BALANCED_ALLOCATION
     from plugins.defaultbinder import SPEC as DEFAULT_BINDER
+    from plugins.defaultpreemption import SPEC as DEFAULT_PREEMPTION
     from plugins.dra.plugin import SPEC as DYNAMIC_RESOURCES
     from plugins.fieldguard import SPEC as UNSUPPORTED_FIELDS
     from plugins.imagelocality import SPEC as IMAGE_LOCALITY
@@ -68,6 +69,7 @@ def default_registry() -> dict[str, PluginSpec]:
         POD_TOPOLOGY_SPREAD,
         INTER_POD_AFFINITY,
         DYNAMIC_RESOURCES,
+        DEFAULT_PREEMPTION,
         BALANCED_ALLOCATION,
         IMAGE_LOCALITY,
         NODE_DECLARED_FEATURES,

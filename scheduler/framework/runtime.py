@@ -4,6 +4,14 @@ The runtime applies score weights and normalisation (plugins return raw scores; 
 to 0..MAX_NODE_SCORE through the plugin's ``normalize_score`` if it has one, checks the range and
 multiplies by the configured weight), times every extension point for metrics, and tags each non-success
 status with the plugin that returned it.
+
+Preemption support (kubernetes v1.37.2 ``pkg/scheduler/framework/runtime/framework.go``):
+``run_pre_filter_extension_add_pod`` / ``_remove_pod`` (PreFilter plugins with ``add_pod``/``remove_pod``,
+skipped when PreFilter skipped them), ``run_filter_with_nominated_pods`` (``RunFilterPluginsWithNominatedPods``
+with ``addGENominatedPods``: pods nominated to the node with a priority >= the pod's count as running there;
+two passes), ``filter_node`` (the cycle's filter: with nominated pods when there are any, else through the
+reuse memo), and :class:`DryRun` (a node copy minus victims on a cloned CycleState; never the memo). The
+framework hands itself to plugins implementing ``set_handle`` (upstream ``framework.Handle``).
 """
 
 from __future__ import annotations
@@ -20,12 +28,15 @@ from scheduler.framework.interface import (
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
+    HandleAware,
     NodeScore,
     NodeTokenPlugin,
     PermitPlugin,
     PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -38,6 +49,7 @@ from scheduler.framework.interface import (
     Status,
     UnreserveWriter,
 )
+from scheduler.framework.nominator import NOOP, Nominator, status_nominated_node
 
 if TYPE_CHECKING:
     from scheduler.api import ClusterAPI
@@ -83,8 +95,11 @@ class Framework:
         profile: Profile,
         registry: Mapping[str, PluginSpec],
         metrics: Metrics | None = None,
+        nominator: Nominator | None = None,
     ) -> None:
         self.profile = profile
+        # pods nominated to nodes by preemption (shared by every profile of a scheduler)
+        self.nominator = nominator if nominator is not None else Nominator()
         self.scheduler_name = profile.scheduler_name
         self.metrics: Metrics = metrics or NullMetrics()
         self.instances: dict[str, Any] = {}
@@ -137,6 +152,10 @@ class Framework:
         self._score_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, tuple[int, ...]]] = {}
         self._sig_ids: dict[Hashable, int] = {}
         self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
+        self.pre_filter_extensions: list[Any] = [p for p in self.pre_filter if isinstance(p, PreFilterExtensions)]
+        for inst in self.instances.values():
+            if isinstance(inst, HandleAware):
+                inst.set_handle(self)
 
     # --- helpers --------------------------------------------------------------------------------------
 
@@ -286,15 +305,114 @@ class Framework:
                 return st.with_plugin(p.name)
         return Status.ok()
 
-    def run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Status:
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        """``RunPostFilterPlugins``: the first success or UnschedulableAndUnresolvable wins; an error aborts;
+        otherwise Unschedulable with every plugin's reasons, tagged with the first plugin, and the last result
+        that is not a no-op."""
         start = time.perf_counter()
-        result = Status.unschedulable()
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
         for p in self.post_filter:
-            st = p.post_filter(state, pod, statuses)
-            if st.is_success or st.code == Code.ERROR:
-                return self._timed("PostFilter", start, st.with_plugin(p.name))
-            result = st.with_plugin(p.name)
-        return self._timed("PostFilter", start, result)
+            r, st = p.post_filter(state, pod, statuses)
+            if st.is_success or st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, self._timed("PostFilter", start, st.with_plugin(p.name))
+            if not st.is_rejected:
+                return None, self._timed("PostFilter", start, Status(Code.ERROR, st.reasons, p.name))
+            if r is not None and r.mode != NOOP:
+                result = r
+            reasons.extend(st.reasons)
+            rejector = rejector or p.name
+        return result, self._timed("PostFilter", start, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector))
+
+    # --- PreFilterExtensions, nominated pods, dry runs (preemption) -----------------------------------
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: Pod, pod_to_add: Pod, node: NodeInfo
+    ) -> Status:
+        """``RunPreFilterExtensionAddPod``: every PreFilter plugin with extensions not skipped at PreFilter."""
+        skip = state.skip_filter
+        for p in self.pre_filter_extensions:
+            if p.name in skip:
+                continue
+            st = p.add_pod(state, pod_to_schedule, pod_to_add, node)
+            if not st.is_success:
+                return Status.error(f'running AddPod on PreFilter plugin "{p.name}": {st.message}', plugin=p.name)
+        return Status.ok()
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod_to_schedule: Pod, pod_to_remove: Pod, node: NodeInfo
+    ) -> Status:
+        skip = state.skip_filter
+        for p in self.pre_filter_extensions:
+            if p.name in skip:
+                continue
+            st = p.remove_pod(state, pod_to_schedule, pod_to_remove, node)
+            if not st.is_success:
+                return Status.error(f'running RemovePod on PreFilter plugin "{p.name}": {st.message}', plugin=p.name)
+        return Status.ok()
+
+    def nominated_pods_for_node(self, node: str) -> Sequence[Pod]:
+        return self.nominator.pods_for_node(node)
+
+    def nominated_node_of(self, pod: Pod) -> str:
+        """The node ``pod`` is nominated to: the in-memory nomination, else its ``status.nominatedNodeName``."""
+        return self.nominator.node_of(pod) or status_nominated_node(pod)
+
+    def _ge_nominated(self, pod: Pod, node: str) -> list[Pod]:
+        """Pods nominated to ``node`` with a priority >= ``pod``'s, other than ``pod`` itself."""
+        if not self.nominator.has_pods():
+            return []
+        return [p for p in self.nominator.pods_for_node(node) if p.priority >= pod.priority and p.uid != pod.uid]
+
+    def has_ge_nominated_pods(self, pod: Pod, node: str) -> bool:
+        return bool(self._ge_nominated(pod, node))
+
+    def add_ge_nominated_pods(
+        self, state: CycleState, pod: Pod, node: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo, Status]:
+        """``addGENominatedPods``: a copy of ``node`` and of ``state`` with the nominated pods of equal or
+        higher priority added (the NodeInfo through the cache's constructor, the state through AddPod)."""
+        nominated = self._ge_nominated(pod, node.name)
+        if not nominated:
+            return False, state, node, Status.ok()
+        from scheduler.cache import _node_info
+
+        pods = {p.key: p for p in node.pod_list}
+        for p in nominated:
+            pods[p.key] = p
+        node_out = _node_info(node.node, pods)
+        state_out = state.clone()
+        for p in nominated:
+            st = self.run_pre_filter_extension_add_pod(state_out, pod, p, node_out)
+            if not st.is_success:
+                return False, state, node, st
+        return True, state_out, node_out, Status.ok()
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        """``RunFilterPluginsWithNominatedPods``: filter with the nominated pods of equal or higher priority
+        counted on the node, then, if that passed and any were added, once more without them (filters such as
+        pod affinity may pass only with them). Never reuses results of other pods."""
+        added, st_out, node_out, err = self.add_ge_nominated_pods(state, pod, node)
+        if not err.is_success:
+            return err
+        status = self.run_filter(st_out, pod, node_out)
+        if not added or not status.is_success:
+            return status
+        return self.run_filter(state, pod, node)
+
+    def filter_node(self, state: CycleState, pod: Pod, node: NodeInfo, sig: Hashable | None) -> Status:
+        """The cycle's filter of one node: with the nominated pods of equal or higher priority when there are
+        any (no reuse: the verdict depends on them), else through the reuse memo."""
+        if self.nominator.has_pods() and self._ge_nominated(pod, node.name):
+            return self.run_filter_with_nominated_pods(state, pod, node)
+        return self.run_filter_memo(state, pod, node, sig)
+
+    def dry_run(self, state: CycleState, pod: Pod, node: NodeInfo) -> DryRun:
+        """A dry run of ``pod`` on ``node`` where pods can be removed and added back (preemption)."""
+        return DryRun(self, state, pod, node)
 
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         start = time.perf_counter()
@@ -427,3 +545,53 @@ class Framework:
         for p in reversed(self.pre_bind):
             if isinstance(p, UnreserveWriter):
                 await p.rollback(state, pod, node, api)
+
+
+class DryRun:
+    """Filter a pod on a node with some pods removed, without touching the cycle (upstream
+    ``SelectVictimsOnNode``'s NodeInfo copy and cloned CycleState).
+
+    The NodeInfo is rebuilt through the cache's constructor from the node's pods minus the removed ones (so
+    every derived field and memo is fresh); each removal / re-addition goes through the PreFilter plugins'
+    ``remove_pod`` / ``add_pod`` on a clone of the cycle state (DynamicResources then treats a victim's claims
+    as free when no surviving pod reserves them). A pod on another node (a gang victim spanning nodes) is only
+    passed to the extensions, with that node's NodeInfo, as upstream does. ``fits`` runs the filters with the
+    nominated pods, never through the equal-pod reuse memo.
+    """
+
+    __slots__ = ("_node", "base", "fw", "pod", "removed", "state")
+
+    def __init__(self, fw: Framework, state: CycleState, pod: Pod, node: NodeInfo) -> None:
+        self.fw = fw
+        self.pod = pod
+        self.base = node
+        self.state = state.clone()
+        self.removed: dict[str, Pod] = {}
+        self._node: NodeInfo | None = node
+
+    @property
+    def node(self) -> NodeInfo:
+        if self._node is None:
+            from scheduler.cache import _node_info
+
+            self._node = _node_info(
+                self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed}
+            )
+        return self._node
+
+    def remove(self, victim: Pod, remote: NodeInfo | None = None) -> Status:
+        if remote is not None and remote.name != self.base.name:
+            return self.fw.run_pre_filter_extension_remove_pod(self.state, self.pod, victim, remote)
+        self.removed[victim.key] = victim
+        self._node = None
+        return self.fw.run_pre_filter_extension_remove_pod(self.state, self.pod, victim, self.node)
+
+    def add(self, victim: Pod, remote: NodeInfo | None = None) -> Status:
+        if remote is not None and remote.name != self.base.name:
+            return self.fw.run_pre_filter_extension_add_pod(self.state, self.pod, victim, remote)
+        self.removed.pop(victim.key, None)
+        self._node = None
+        return self.fw.run_pre_filter_extension_add_pod(self.state, self.pod, victim, self.node)
+
+    def fits(self) -> Status:
+        return self.fw.run_filter_with_nominated_pods(self.state, self.pod, self.node)

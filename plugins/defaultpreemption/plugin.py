@@ -1,0 +1,234 @@
+"""DefaultPreemption: PostFilter that makes room for a pod by evicting lower-priority pods.
+
+kubernetes v1.37.2 ``pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`` and
+``pkg/scheduler/framework/preemption/preemption.go`` (``Evaluator.Preempt``, ``findCandidates``,
+``DryRunPreemption``, ``SelectCandidate``), single pods:
+
+1. **Eligibility** (``PodEligibleToPreemptOthers``): not with ``preemptionPolicy: Never`` ("not eligible due
+   to preemptionPolicy=Never."); a pod nominated to a node whose filter status was not
+   UnschedulableAndUnresolvable is not eligible again while a lower-priority pod there is terminating because
+   of preemption ("not eligible due to a terminating pod on the nominated node.").
+2. **Candidates**: only nodes whose filter status was ``Unschedulable`` (UnschedulableAndUnresolvable means
+   evictions cannot help). From a random offset (``GetOffsetAndNumCandidates``), each node gets a dry run
+   (:func:`~plugins.defaultpreemption.core.select_victims_on_node`) until at least one candidate without PDB
+   violations was found and ``numCandidates`` candidates in all
+   (``minCandidateNodesPercentage`` of the potential nodes, at least ``minCandidateNodesAbsolute``, at most
+   all of them).
+3. **No candidate**: Unschedulable with the dry runs' statuses as a FitError ("0/N nodes are available: ...",
+   the nodes not tried counting as "Preemption is not helpful for scheduling") and the nomination cleared.
+4. **Choice** (``pickOneNodeForPreemption``), then the API work (:mod:`plugins.defaultpreemption.executor`)
+   after the cycle; the pod is nominated to the node ("found a potential placement for pod on node X,
+   preempting N victims") and goes back to the queue. Every message is prefixed "preemption: ".
+5. **PreEnqueue**: while its API work runs, the preemptor waits outside the queue ("waiting for the
+   preemption for this pod to be finished"); assigned-pod deletions (and, here, claim updates: freed
+   devices) re-check it.
+
+Devices (goes beyond upstream, whose DynamicResources has no PreFilterExtensions): the dry run frees the
+devices of a victim's claims that no surviving pod reserves (``plugins/dra/plugin.py`` ``remove_pod``), and
+DynamicResources' Filter says Unschedulable rather than UnschedulableAndUnresolvable on a node whose devices
+are in use, so such nodes become candidates. Nothing is evicted unless the dry run proved that the pod fits
+after the evictions, and only lower-priority pods are victims.
+
+Hooks for workload-aware preemption (a later pass): :meth:`DefaultPreemption.victims_on_node` builds the
+victims of a node (one :class:`~plugins.defaultpreemption.core.Victim` per pod today; a PodGroup with
+``disruptionMode: all`` would be one victim), ``eligible`` adds a rule on victims, ``tie_breakers`` extends
+the node choice (e.g. topology), and :func:`~plugins.defaultpreemption.core.select_victims_on_node` works on
+any dry run, so a gang can evaluate members jointly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from plugins.defaultpreemption.core import (
+    NOT_HELPFUL,
+    Candidate,
+    Eligible,
+    ScoreFunc,
+    Victim,
+    calculate_num_candidates,
+    pick_one_candidate,
+    select_victims_on_node,
+    terminating_by_preemption,
+)
+from plugins.defaultpreemption.executor import Executor
+from scheduler.cache import NodeInfo, Snapshot
+from scheduler.framework.interface import (
+    Code,
+    CycleState,
+    FrameworkHandle,
+    PostFilterResult,
+    Status,
+)
+from scheduler.model import Pod
+from scheduler.workloads import PodDisruptionBudget
+
+NAME = "DefaultPreemption"
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+PDB_KIND = "PodDisruptionBudget"
+NEVER = "Never"
+
+
+def preemption_policy(pod: Pod) -> str:
+    spec = pod.raw.get("spec")
+    v = spec.get("preemptionPolicy") if isinstance(spec, Mapping) else None
+    return v if isinstance(v, str) and v else "PreemptLowerPriority"
+
+
+def fit_error(num_nodes: int, statuses: Mapping[str, Status], absent: str) -> str:
+    """``FitError.Error`` for preemption: a histogram of the reasons per node, the nodes without a status
+    counting with ``absent``."""
+    counts: Counter[str] = Counter()
+    for st in statuses.values():
+        for r in st.reasons:
+            counts[r] += 1
+    if len(statuses) < num_nodes:
+        counts[absent] += num_nodes - len(statuses)
+    parts = sorted(f"{n} {r}" for r, n in counts.items())
+    msg = f"0/{num_nodes} nodes are available:"
+    if parts:
+        msg += f" {', '.join(parts)}."
+    return msg
+
+
+class DefaultPreemption:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        args = args or {}
+        self.min_candidate_nodes_percentage = int(
+            args.get("minCandidateNodesPercentage", DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE)
+        )
+        self.min_candidate_nodes_absolute = int(
+            args.get("minCandidateNodesAbsolute", DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE)
+        )
+        self.handle: FrameworkHandle | None = None
+        self.executor = Executor()
+        # Upstream draws the dry run's starting node at random; a seeded generator keeps simulate repeatable.
+        self.rand = random.Random(0)
+        self.eligible: Eligible | None = None  # upstream IsEligiblePod (beyond "lower priority")
+        self.tie_breakers: list[ScoreFunc] = []  # after upstream's node choice functions
+
+    def set_handle(self, handle: FrameworkHandle) -> None:
+        self.handle = handle
+
+    def events_to_register(self) -> Sequence[tuple[str, str]]:
+        return [("Pod", "Delete"), ("ResourceClaim", "Update"), ("ResourceClaim", "Delete")]
+
+    # --- PreEnqueue -------------------------------------------------------------------------------------
+
+    def pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status:
+        if self.executor.is_running(pod.uid, snapshot):
+            return Status.unresolvable("waiting for the preemption for this pod to be finished")
+        return Status.ok()
+
+    # --- PostFilter -------------------------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        result, st = self.preempt(state, pod, statuses)
+        if st.message:
+            st = Status(st.code, (f"preemption: {st.message}",), st.plugin)
+        return result, st
+
+    def preempt(
+        self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        handle = self.handle
+        if handle is None:
+            return None, Status.error("DefaultPreemption has no framework handle")
+        snap = state.snapshot
+        ok, why = self.pod_eligible(snap, pod, statuses)
+        if not ok:
+            return None, Status.unschedulable(why)
+        num_nodes = len(snap.nodes)
+        potential = [n for n in snap.nodes if (s := statuses.get(n.name)) is not None and s.code == Code.UNSCHEDULABLE]
+        candidates: list[Candidate] = []
+        node_statuses: dict[str, Status] = {}
+        if potential:
+            pdbs = [p for p in snap.objects_of(PDB_KIND).values() if isinstance(p, PodDisruptionBudget)]
+            offset, num = self.offset_and_num_candidates(len(potential))
+            candidates, node_statuses = self.dry_run_preemption(state, pod, potential, pdbs, offset, num)
+        if not candidates:
+            errors = [s for s in node_statuses.values() if s.code == Code.ERROR]
+            if errors:
+                return None, Status.error(errors[0].message)
+            msg = fit_error(num_nodes, node_statuses, NOT_HELPFUL)
+            return PostFilterResult(""), Status.unschedulable(msg)
+        best = pick_one_candidate(candidates, self.tie_breakers)
+        if best is None:
+            return None, Status.unschedulable("no candidate node for preemption")
+        lower = [p for p in handle.nominated_pods_for_node(best.node) if p.priority < pod.priority]
+        actuate = self.executor.prepare(pod, best, handle.scheduler_name, lower)
+        return PostFilterResult(best.node, actuate=actuate), Status(
+            Code.SUCCESS,
+            (f"found a potential placement for pod on node {best.node}, preempting {len(best.pods)} victims",),
+        )
+
+    # --- the steps, as upstream's Interface -------------------------------------------------------------
+
+    def pod_eligible(self, snap: Snapshot, pod: Pod, statuses: Mapping[str, Status]) -> tuple[bool, str]:
+        """``PodEligibleToPreemptOthers``."""
+        if preemption_policy(pod) == NEVER:
+            return False, "not eligible due to preemptionPolicy=Never."
+        assert self.handle is not None
+        nominated = self.handle.nominated_node_of(pod)
+        if nominated:
+            st = statuses.get(nominated)
+            if st is None or st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""  # absent from the statuses: UnschedulableAndUnresolvable
+            info = snap.node_map.get(nominated)
+            if info is not None:
+                for p in info.pod_list:
+                    if p.priority < pod.priority and terminating_by_preemption(p):
+                        return False, "not eligible due to a terminating pod on the nominated node."
+        return True, ""
+
+    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        """``GetOffsetAndNumCandidates``."""
+        return self.rand.randrange(num_nodes), calculate_num_candidates(
+            num_nodes, self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
+        )
+
+    def victims_on_node(self, snap: Snapshot, node: NodeInfo) -> list[Victim]:
+        """Every pod on the node, each its own victim (``GetVictimsOnNode`` with GenericWorkload off)."""
+        return [Victim.of(p) for p in node.pod_list]
+
+    def dry_run_preemption(
+        self,
+        state: CycleState,
+        pod: Pod,
+        potential: Sequence[NodeInfo],
+        pdbs: Sequence[PodDisruptionBudget],
+        offset: int,
+        num_candidates: int,
+    ) -> tuple[list[Candidate], dict[str, Status]]:
+        """``DryRunPreemption``: candidates without PDB violations first, then the others."""
+        assert self.handle is not None
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        n = len(potential)
+        for i in range(n):
+            node = potential[(offset + i) % n]
+            dry = self.handle.dry_run(state, pod, node)
+            victims, violations, st = select_victims_on_node(
+                dry, pod.priority, self.victims_on_node(state.snapshot, node), pdbs, self.eligible
+            )
+            if st.is_success and victims:
+                c = Candidate(node.name, tuple(victims), violations)
+                target = non_violating if violations == 0 else violating
+                if len(target) < num_candidates:
+                    target.append(c)
+                if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                    break
+                continue
+            if st.is_success:
+                st = Status.error(f'expected at least one victim pod on node "{node.name}"')
+            statuses[node.name] = st
+        return non_violating + violating, statuses

@@ -132,8 +132,15 @@ def main() -> None:
     sched = res.scheduler
     assert sched is not None
     groups = [o for o in res.items if o["kind"] == "PodGroup"]
-    whole = sum(1 for g in groups if g["status"]["scheduled"] >= g["spec"]["minMember"])
-    partial = sum(1 for g in groups if 0 < g["status"]["scheduled"] < g["spec"]["minMember"])
+    # members bound per group (the PodGroup status holds scheduler-plugins' fields only: no bound count)
+    bound: dict[str, int] = {}
+    for o in res.items:
+        if o["kind"] == "Pod" and o["spec"].get("nodeName"):
+            g = (o["metadata"].get("labels") or {}).get("scheduling.x-k8s.io/pod-group")
+            if g:
+                bound[g] = bound.get(g, 0) + 1
+    whole = sum(1 for g in groups if bound.get(g["metadata"]["name"], 0) >= g["spec"]["minMember"])
+    partial = sum(1 for g in groups if 0 < bound.get(g["metadata"]["name"], 0) < g["spec"]["minMember"])
     sched_s = res.timing["scheduling"]
     print(f"gangs: {args.groups} groups x {args.size} pods x 8 GPUs on {args.nodes} nodes x 8 GPUs")
     print(

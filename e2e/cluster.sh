@@ -303,7 +303,7 @@ cmdline_of() {
     kube-controller-manager) echo "$E2E_BIN_DIR/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
       --authentication-kubeconfig="$RUN/kubeconfig" --authentication-skip-lookup=true \
       --authorization-kubeconfig="$RUN/kubeconfig" \
-      --controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller \
+      --controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,job-controller,disruption-controller \
       --leader-elect=false --use-service-account-credentials=false \
       --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --cert-dir="$RUN/kcm" \
       --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics \

@@ -58,9 +58,9 @@ def test_group_of_eight_full_nodes_is_placed_whole_and_its_status_written(
 
     # kwok runs bound pods, so the controller goes Scheduled -> Running
     st = wait_for(status_done, 30, "PodGroup status phase Running with 8 running members")
-    assert st["scheduled"] == 8 and st["failed"] == 0 and st["succeeded"] == 0
-    [cond] = st["conditions"]
-    assert cond["type"] == "PodGroupScheduled" and cond["status"] == "True" and cond["reason"] == "Running"
+    # scheduler-plugins' PodGroupStatus fields only (its CRD, manifests/crds/, prunes anything else)
+    assert st["failed"] == 0 and st["succeeded"] == 0 and st["scheduleStartTime"]
+    assert set(st) <= {"phase", "occupiedBy", "running", "succeeded", "failed", "scheduleStartTime"}, st
     events = kube.list("Event", ns, fieldSelector="involvedObject.kind=PodGroup,involvedObject.name=train")
     assert events, "phase transitions are reported as Events"
     # the controller wrote only status: no kopf annotations or finalizers on pods
@@ -92,11 +92,12 @@ def test_group_that_cannot_fit_places_nobody_and_says_why(kube: Kube, scheduler:
 
     def group_status() -> JSON | None:
         st = kube.get("PodGroup", "train", ns).get("status") or {}
-        return st if st.get("conditions") and "cannot place" in st["conditions"][0].get("message", "") else None
+        events = kube.list("Event", ns, fieldSelector="involvedObject.kind=PodGroup,involvedObject.name=train")
+        said = any("cannot place" in e.get("message", "") for e in events)
+        return st if st.get("phase") == "Scheduling" and said else None
 
-    st = wait_for(group_status, 30, "PodGroup status saying why the group cannot be placed")
-    assert st["scheduled"] == 0 and st["phase"] in ("Scheduling", "Pending")
-    assert st["conditions"][0]["status"] == "False"
+    st = wait_for(group_status, 30, "PodGroup phase Scheduling and an Event saying why the group cannot be placed")
+    assert st.get("running", 0) == 0
     # and nothing is placed later either: no member bound, no device held
     time.sleep(3)
     pods, claims = kube.list("Pod", ns), kube.list("ResourceClaim", ns)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -34,6 +35,22 @@ class SchedulerConfig:
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
     percentage_of_nodes_to_score: int = 0  # 0 = adaptive, as kube-scheduler
+    leader_election: LeaderElectionConfig | None = None  # the file's ``leaderElection`` block, if any
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    """component-base ``LeaderElectionConfiguration`` (kube-scheduler's defaults, our Lease name). ``named``:
+    the fields the file set; only those override ``run``'s flags that were not given explicitly."""
+
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_lock: str = "leases"
+    resource_name: str = "dra-scheduler"
+    resource_namespace: str = "kube-system"
+    named: frozenset[str] = frozenset()
 
 
 # The default profile: every extension point with its plugins, in order (kube-scheduler's defaults,
@@ -42,7 +59,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
     # kube-scheduler 1.37.2's default profile (pkg/scheduler/apis/config/v1/default_plugins.go), in its
     # order, plus GpuTopology. A plugin listed at a point it does not implement (its registry entry's
     # ``points``) is left out there, as upstream's multiPoint expansion does.
-    "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources")),
+    "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources"), PluginRef("DefaultPreemption")),
     "queueSort": (PluginRef("PrioritySort"),),
     "preFilter": (
         PluginRef("UnsupportedFields"),  # ours: a field we do not implement rejects the pod, naming it
@@ -75,7 +92,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("DynamicResources"),
         PluginRef("NodeDeclaredFeatures"),
     ),
-    "postFilter": (),
+    "postFilter": (PluginRef("DefaultPreemption"),),
     "preScore": (
         PluginRef("TaintToleration"),
         PluginRef("NodeAffinity"),
@@ -136,9 +153,9 @@ MAX_WEIGHT = 100
 POINTS: tuple[str, ...] = EXTENSION_POINTS
 
 _TOP_FIELDS = ("apiVersion", "kind", "profiles", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
-               "percentageOfNodesToScore")
+               "percentageOfNodesToScore", "leaderElection")
 # KubeSchedulerConfiguration fields this scheduler does not implement: named as such in the error.
-_UNSUPPORTED_TOP = ("parallelism", "leaderElection", "clientConnection", "healthzBindAddress",
+_UNSUPPORTED_TOP = ("parallelism", "clientConnection", "healthzBindAddress",
                     "metricsBindAddress", "enableProfiling", "enableContentionProfiling", "extenders",
                     "delayCacheUntilActive")
 _PROFILE_FIELDS = ("schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore")
@@ -422,7 +439,9 @@ def parse_config(doc: Mapping[str, Any], registry: Mapping[str, PluginSpec] | No
         v = doc.get(key)
         if v is None:
             continue
-        if not _is_number(v) or v <= 0:
+        if _is_number(v) and not math.isfinite(v):
+            errs.append(f"{key}: Invalid value: {v}: must be a finite number of seconds")
+        elif not _is_number(v) or v <= 0:
             errs.append(f"{key}: must be greater than 0")
         elif key == "podInitialBackoffSeconds":
             initial = float(v)
@@ -466,28 +485,90 @@ def parse_config(doc: Mapping[str, Any], registry: Mapping[str, PluginSpec] | No
         elif sort != first_sort:
             errs.append(f"{path}.plugins.queueSort: queueSort must be the same for all profiles")
         profiles.append(prof)
+    leader_election = _parse_leader_election(doc.get("leaderElection"), errs) if "leaderElection" in doc else None
     if errs:
         raise ConfigError(errs)
-    return SchedulerConfig(tuple(profiles), initial, maximum, pct)
+    return SchedulerConfig(tuple(profiles), initial, maximum, pct, leader_election)
 
 
-def _yaml_error(source: str, e: Exception) -> str:
-    import yaml
+# leaderElection field -> LeaderElectionConfig attribute
+_LEADER_ELECTION_FIELDS = {
+    "leaderElect": "leader_elect",
+    "leaseDuration": "lease_duration",
+    "renewDeadline": "renew_deadline",
+    "retryPeriod": "retry_period",
+    "resourceLock": "resource_lock",
+    "resourceName": "resource_name",
+    "resourceNamespace": "resource_namespace",
+}
 
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e)
-    if isinstance(e, yaml.YAMLError) and mark is not None:
-        return f"{source}: invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    return f"{source}: invalid YAML: {problem}"
+
+def _parse_leader_election(raw: Any, errs: list[str]) -> LeaderElectionConfig | None:
+    """``leaderElection`` (component-base LeaderElectionConfiguration, defaulted as kube-scheduler does and
+    validated as component-base ``ValidateLeaderElectionConfiguration`` plus client-go's
+    ``NewLeaderElector`` timing checks; durations are Go duration strings, e.g. ``15s``)."""
+    from plugins.dra.plugin import parse_go_duration
+    from scheduler.kube.leader import validate_timing
+
+    path = "leaderElection"
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        errs.append(f"{path}: must be a mapping")
+        return None
+    n = len(errs)
+    _unknown_fields(raw, tuple(_LEADER_ELECTION_FIELDS), path, errs)
+    values: dict[str, Any] = {}
+    for key, attr in _LEADER_ELECTION_FIELDS.items():
+        if key not in raw:
+            continue
+        v = raw[key]
+        p = f"{path}.{key}"
+        if key == "leaderElect":
+            if not isinstance(v, bool):
+                errs.append(f"{p}: must be true or false")
+                continue
+        elif attr.endswith(("_duration", "_deadline", "_period")):
+            if not isinstance(v, str):
+                errs.append(f'{p}: must be a duration string such as "15s"')
+                continue
+            try:
+                seconds = parse_go_duration(v)
+            except ValueError as e:
+                errs.append(f"{p}: invalid value {v!r}: {e}")
+                continue
+            if not 0 < seconds < 1e9:  # also NaN
+                errs.append(f"{p}: must be greater than zero")
+                continue
+            v = seconds
+        elif not isinstance(v, str):
+            errs.append(f"{p}: must be a string")
+            continue
+        values[attr] = v
+    cfg = LeaderElectionConfig(**values, named=frozenset(values))
+    if len(errs) > n or not cfg.leader_elect:
+        return cfg  # upstream validates the rest only when leaderElect is on
+    errs.extend(
+        f"{path}.{e}" for e in validate_timing(cfg.lease_duration, cfg.renew_deadline, cfg.retry_period)
+    )
+    if cfg.resource_lock != "leases":
+        errs.append(f'{path}.resourceLock: Unsupported value: {cfg.resource_lock!r}: supported values: "leases"')
+    if not cfg.resource_name:
+        errs.append(f"{path}.resourceName: Required value")
+    if not cfg.resource_namespace:
+        errs.append(f"{path}.resourceNamespace: Required value")
+    return cfg
 
 
-def _load_yaml(text: str, source: str) -> Any:
-    import yaml
+def _load_yaml(text: str | bytes, source: str) -> Any:
+    """One YAML document, loaded with the bounds of scheduler/yamlload.py (aliases, depth, integer digits,
+    UTF-8, duplicate keys; timestamps stay strings)."""
+    from scheduler.yamlload import YAMLLoadError, load_documents
 
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        raise ConfigError([_yaml_error(source, e)]) from None
+        docs = [d.data for d in load_documents(text, source) if d.data is not None]
+    except YAMLLoadError as e:
+        raise ConfigError([str(e)]) from None
     if not docs:
         raise ConfigError([f"{source}: empty document, expected a {KIND}"])
     if len(docs) > 1:
@@ -500,6 +581,11 @@ def config_from_document(doc: Any, registry: Mapping[str, PluginSpec] | None = N
     if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap":
         data = doc.get("data")
         text = data.get(CONFIGMAP_KEY) if isinstance(data, Mapping) else None
+        if data is not None and not isinstance(data, Mapping):
+            raise ConfigError([f"data: must be a map of strings, not {type(data).__name__}"])
+        if text is not None and not isinstance(text, str):
+            raise ConfigError([f"data.{CONFIGMAP_KEY}: must be a string (the configuration as YAML text), "
+                               f"not {type(text).__name__}"])
         if not isinstance(text, str):
             raise ConfigError([f"data.{CONFIGMAP_KEY}: required (the ConfigMap holds no configuration)"])
         doc = _load_yaml(text, f"data.{CONFIGMAP_KEY}")
@@ -514,10 +600,8 @@ def load_config_text(text: str, registry: Mapping[str, PluginSpec] | None = None
 
 def load_config_file(path: str, registry: Mapping[str, PluginSpec] | None = None) -> SchedulerConfig:
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise ConfigError([f"{path}: cannot read: {e.strerror or e}"]) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError([f"{path}: not UTF-8 text: {e}"]) from None
-    return config_from_document(_load_yaml(text, path), registry)
+    return config_from_document(_load_yaml(data, path), registry)

@@ -55,7 +55,7 @@ import asyncio
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +63,9 @@ import structlog
 
 from plugins.dra.allocator import AllocationError, ClaimAllocation
 from plugins.dra.plugin import GROUP_PENDING_KEY, DynamicResources
-from plugins.topology.domains import Attempt, Plan, find_level, plan
+from plugins.topology.domains import Attempt, Level, Plan, find_level, plan
 from plugins.topology.plugin import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, GpuTopology, placement_note
+from scheduler.api import ApiError
 from scheduler.cache import NodeInfo
 from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
 from scheduler.framework.runtime import Framework
@@ -78,7 +79,22 @@ from scheduler.gang_capacity import (
     structural_key,
 )
 from scheduler.gang_pack import FEWEST, FRAGMENTS, Slot, pack
+from scheduler.gang_workload import DomainUsage, best_placement, domain_usage, placement_scores
 from scheduler.model import CPU, MEMORY, Pod, PodGroup
+from scheduler.workload_api import (
+    DISRUPTION_TARGET,
+    REASON_PREEMPTION,
+    REASON_SCHEDULED,
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    CompositePodGroup,
+    LayoutError,
+    children_of,
+    leaves_of,
+    min_groups,
+    podgroup_conditions,
+    root_of,
+)
 
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler
@@ -88,6 +104,7 @@ log = structlog.get_logger("dra_scheduler.gang")
 GANG = "Coscheduling"  # the pseudo-plugin name recorded for gang rejections (matches every event)
 MAX_CANDIDATES_PER_MEMBER = 4  # nodes tried for a member that is a class of its own
 MAX_DOMAIN_ATTEMPTS = 3  # topology domains searched before the unrestricted search
+MAX_EVAL_DOMAINS = 8  # domains of a schedulingConstraints.topology key placed and scored per group cycle
 MAX_PACKINGS = 3  # alternative packings of a class when later classes fail
 SEARCH_BUDGET = 400  # packings retried per group cycle when a later class did not fit (then: retried later)
 SLICE_SECONDS = 0.02  # work between two yields to the event loop
@@ -108,6 +125,12 @@ class GroupState:
     timed_out: bool = False
     attempts: int = 0
     topology: str = ""  # where the group was placed in the topology and why (GpuTopology), for the status
+    started: str = ""  # RFC 3339 wall time of the first attempt (x-k8s status.scheduleStartTime)
+    # scheduling.k8s.io/v1beta1: the PodGroupInitiallyScheduled condition to write (placed?, reason, message)
+    condition: tuple[bool, str, str] | None = None
+    victims: list[str] = field(default_factory=list)  # members preempted by the scheduler (DisruptionTarget)
+    disruption: str = ""  # DisruptionTarget=True message, once the group is disrupted
+    disruption_time: str = ""
 
 
 @dataclass(slots=True)
@@ -158,6 +181,21 @@ class _Frame:
     reason: str = ""
 
 
+@dataclass(slots=True)
+class _Leaf:
+    """One v1beta1 PodGroup in a group cycle (alone, or a leaf of a CompositePodGroup tree)."""
+
+    pg: PodGroup
+    key: str
+    gs: GroupState
+    bound: list[Pod]
+    pending: list[Pod]
+    placeable: list[Pod] = field(default_factory=list)
+    placed: list[_Placed] | None = None
+    reason: str = ""
+    retry: bool = False
+
+
 def group_key(pod: Pod) -> str | None:
     return f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else None
 
@@ -189,6 +227,8 @@ class GangScheduler:
         self._matches = MatchCache()  # CapacityModel's cache of matching devices per node (kept across cycles)
         self.cycle_seconds: dict[str, float] = {}  # group -> duration of its last group cycle (search + writes)
         self.search_seconds: dict[str, float] = {}  # group -> duration of the search in its last group cycle
+        self._status_tasks: set[asyncio.Task[None]] = set()
+        sched.cache.handlers.append(self._on_cache_event)
 
     # --- entry ------------------------------------------------------------------------------------
 
@@ -202,8 +242,10 @@ class GangScheduler:
         if pod is None or key is None:
             return False
         pg = cache.podgroups().get(key)
+        if pg is not None and pg.is_upstream:
+            return await self._run_upstream(info, pod, pg, key)
         cycle = s.queue.scheduling_cycle
-        gs = self.groups.setdefault(key, GroupState(first_attempt=s.clock.now()))
+        gs = self._group_state(key)
         if pg is None:
             self._fail([info], Status.unresolvable(f"pod group {key} does not exist"), cycle, gs)
             await s.flush_writes()
@@ -291,6 +333,436 @@ class GangScheduler:
         self.cycle_seconds[key] = time.perf_counter() - t0
         return True
 
+    def _group_state(self, key: str) -> GroupState:
+        gs = self.groups.get(key)
+        if gs is None:
+            gs = self.groups[key] = GroupState(first_attempt=self.s.clock.now(), started=self.s.wallclock())
+        return gs
+
+    # --- Kubernetes 1.37 PodGroups (scheduling.k8s.io/v1beta1) and CompositePodGroups (v1alpha3) ---------------
+
+    def _members_of(self, ns: str, name: str) -> tuple[list[Pod], list[Pod]]:
+        """(bound or assumed, pending and ours) members of the v1beta1 PodGroup ``ns/name``."""
+        s = self.s
+        cache = s.cache
+        bound: list[Pod] = []
+        pending: list[Pod] = []
+        for p in cache.pods().values():
+            if p.namespace != ns or p.pod_group != name or p.terminated or p.meta.deleting:
+                continue
+            if p.node_name or cache.is_assumed(p.key):
+                bound.append(p)
+            elif s.responsible(p):
+                pending.append(p)
+        return bound, sorted(pending, key=lambda p: p.key)
+
+    async def _run_upstream(self, info: QueuedPodInfo, pod: Pod, pg: PodGroup, key: str) -> bool:
+        """The group cycle of a Kubernetes 1.37 PodGroup (``pkg/scheduler/schedule_one_podgroup.go``,
+        ``framework/plugins/gangscheduling``): a ``gang`` PodGroup is placed with at least ``minCount`` members or
+        not at all; a ``basic`` one needs one member (the others are placed one by one and say why when they do not
+        fit); ``schedulingConstraints.topology`` keeps all members in one domain of the key (also the members
+        placed after the first cycle: they follow the domain of the bound ones); a PodGroup with a
+        ``parentCompositePodGroupName`` is admitted with its whole CompositePodGroup tree (at least
+        ``minGroupCount`` child groups together, or none). Writes ``PodGroupInitiallyScheduled``."""
+        s = self.s
+        cache = s.cache
+        cycle = s.queue.scheduling_cycle
+        gs = self._group_state(key)
+        composites: Mapping[str, CompositePodGroup] = cache.objects("CompositePodGroup")
+        podgroups = cache.podgroups()
+        try:
+            root = root_of(pod.namespace, pg, composites)
+        except LayoutError as e:
+            missing = "does not exist" in str(e)
+            st = Status.unresolvable(str(e)) if missing else Status.error(str(e))
+            self._fail([info], st, cycle, gs)
+            gs.condition = (False, REASON_UNSCHEDULABLE if missing else REASON_SCHEDULER_ERROR, str(e))
+            await s.flush_writes()
+            await self._write_conditions([key])
+            return True
+        leaf_pgs = [pg] if root is None else leaves_of(root, podgroups, composites)
+        leaves: dict[str, _Leaf] = {}
+        for lp in leaf_pgs:
+            lk = lp.meta.key
+            b, pend = self._members_of(lp.meta.namespace, lp.meta.name)
+            leaves[lk] = _Leaf(lp, lk, self._group_state(lk), b, pend)
+        me = leaves[key]
+        keyed = bool(pg.topology_key) or (root is not None and self._tree_has_key(root, podgroups, composites))
+        if (
+            len(me.bound) >= pg.min_member
+            and not keyed
+            and (root is None or self._tree_ok(root, podgroups, composites, leaves, lambda lf: len(lf.bound)))
+        ):
+            return False  # admitted: the rest are placed one by one, as kube-scheduler's members past minCount
+        # PreEnqueue's quorum (GangScheduling): enough members exist
+        if root is None:
+            present = len(me.bound) + len(me.pending)
+            if present < pg.min_member:
+                msg = f"pod group {key}: {present} of minCount {pg.min_member} pods exist; waiting for the rest"
+                self._fail([info], Status.unschedulable(msg), cycle, gs)
+                gs.condition = (False, REASON_UNSCHEDULABLE, msg)
+                await s.flush_writes()
+                await self._write_conditions([key])
+                return True
+        elif not self._tree_ok(root, podgroups, composites, leaves, lambda lf: len(lf.bound) + len(lf.pending)):
+            msg = (
+                f"waiting for composite pod group {root.meta.key} tree to meet quorum: "
+                + self._quorum_note(root, podgroups, composites, leaves)
+            )
+            self._fail([info], Status.unschedulable(msg), cycle, gs)
+            for lf in leaves.values():
+                lf.gs.condition = (False, REASON_UNSCHEDULABLE, msg)
+            await s.flush_writes()
+            await self._write_conditions(list(leaves))
+            return True
+        infos = {pod.key: info}
+        for lf in leaves.values():
+            for p in lf.pending:
+                if p.key not in infos:
+                    other = s.queue.pop_key(p.key)
+                    if other is not None:
+                        infos[p.key] = other
+            lf.placeable = [p for p in lf.pending if p.key in infos]
+        ready = (
+            len(me.bound) + len(me.placeable) >= pg.min_member
+            if root is None
+            else self._tree_ok(root, podgroups, composites, leaves, lambda lf: len(lf.bound) + len(lf.placeable))
+        )
+        if not ready:
+            waiting = sorted(p.key for lf in leaves.values() for p in lf.pending if p.key not in infos)
+            msg = (
+                f"pod group {key}: members are not ready to schedule yet; waiting for "
+                f"{', '.join(waiting[:3])}{' ...' if len(waiting) > 3 else ''}"
+            )
+            self._fail(list(infos.values()), Status.unschedulable(msg), cycle, gs)
+            await s.flush_writes()
+            return True
+        fw = s.profiles[pod.scheduler_name]
+        self.stats["cycles"] += 1
+        for lf in leaves.values():
+            lf.gs.attempts += 1
+        t0 = time.perf_counter()
+        self._slice_start = t0
+        node: PodGroup | CompositePodGroup = pg if root is None else root
+        ok, why = await self._search_tree(fw, node, None, leaves, podgroups, composites)
+        placed = [pl for lf in leaves.values() if lf.placed for pl in lf.placed]
+        self.search_seconds[key] = time.perf_counter() - t0
+        log.info("pod group cycle", group=node.meta.key, members=len(infos), placed=len(placed), ok=ok)
+        if not ok or not placed:
+            self.stats["failed"] += 1
+            retry = any(lf.retry for lf in leaves.values())
+            for lf in leaves.values():
+                msg = lf.reason or why or "no member could be placed"
+                if not msg.startswith("pod group ") and not msg.startswith("composite pod group "):
+                    msg = f"pod group {lf.key}: cannot place minCount {lf.pg.min_member} pods together: {msg}"
+                lf.gs.message = msg
+                lf.gs.condition = (False, REASON_UNSCHEDULABLE, msg)
+                mine = [infos[p.key] for p in lf.placeable]
+                if retry:
+                    await self._retry_later(mine, msg, lf.gs)
+                else:
+                    self._fail(mine, Status.unschedulable(msg), cycle, lf.gs)
+            await s.flush_writes()
+            await self._write_conditions(list(leaves))
+            self.cycle_seconds[key] = time.perf_counter() - t0
+            return True
+        placed_keys = {pl.pod.key for pl in placed}
+        for lf in leaves.values():
+            rest = [infos[p.key] for p in lf.placeable if p.key not in placed_keys]
+            got = [pl for pl in lf.placed or ()]
+            if got:
+                lf.gs.condition = (
+                    True,
+                    REASON_SCHEDULED,
+                    f"{len(lf.bound) + len(got)} pods of minCount {lf.pg.min_member} placed"
+                    + (f"; {lf.gs.topology}" if lf.gs.topology else ""),
+                )
+            elif lf.placeable:
+                msg = lf.reason or "no member could be placed"
+                lf.gs.condition = (False, REASON_UNSCHEDULABLE, f"pod group {lf.key}: {msg}")
+            if rest:
+                msg = (
+                    f"pod group {lf.key}: {len(got)} of its {len(lf.placeable)} pending pods were placed with the "
+                    "group; "
+                    f"no room for this one{': ' + lf.reason if lf.reason and not got else ''}"
+                )
+                self._fail(rest, Status.unschedulable(msg), cycle, lf.gs)
+        await s.flush_writes()
+        for lf in leaves.values():
+            if lf.placed:
+                lf.gs.scheduled_at = s.clock.now()
+        await self._write_conditions(list(leaves))
+        if s.inline_binding:
+            await self._commit(fw, placed, infos, gs, node.meta.key)
+        else:
+            task = asyncio.create_task(self._commit_task(fw, placed, infos, gs, node.meta.key))
+            s._binding_tasks.add(task)
+            task.add_done_callback(s._binding_tasks.discard)
+        self.cycle_seconds[key] = time.perf_counter() - t0
+        return True
+
+    def _tree_has_key(
+        self, cpg: CompositePodGroup, podgroups: Mapping[str, PodGroup], composites: Mapping[str, CompositePodGroup]
+    ) -> bool:
+        if cpg.topology_key:
+            return True
+        for c in children_of(cpg, podgroups, composites):
+            if isinstance(c, CompositePodGroup):
+                if self._tree_has_key(c, podgroups, composites):
+                    return True
+            elif c.topology_key:
+                return True
+        return False
+
+    def _tree_ok(
+        self,
+        cpg: CompositePodGroup,
+        podgroups: Mapping[str, PodGroup],
+        composites: Mapping[str, CompositePodGroup],
+        leaves: Mapping[str, _Leaf],
+        count: Callable[[_Leaf], int],
+    ) -> bool:
+        """GangScheduling's ``isCPGTreeReady``: at least ``minGroupCount`` children whose count (members existing, or
+        bound) reaches their ``minCount`` (recursively for CompositePodGroup children)."""
+        ok = 0
+        for c in children_of(cpg, podgroups, composites):
+            if isinstance(c, CompositePodGroup):
+                ok += self._tree_ok(c, podgroups, composites, leaves, count)
+            else:
+                lf = leaves.get(c.meta.key)
+                ok += lf is not None and count(lf) >= c.min_member
+        return ok >= min_groups(cpg)
+
+    def _quorum_note(
+        self,
+        cpg: CompositePodGroup,
+        podgroups: Mapping[str, PodGroup],
+        composites: Mapping[str, CompositePodGroup],
+        leaves: Mapping[str, _Leaf],
+    ) -> str:
+        parts = []
+        for c in children_of(cpg, podgroups, composites):
+            if isinstance(c, PodGroup) and c.meta.key in leaves:
+                lf = leaves[c.meta.key]
+                parts.append(f"{c.meta.name}: {len(lf.bound) + len(lf.pending)} of minCount {c.min_member} pods exist")
+            else:
+                parts.append(f"{c.meta.name}: a composite pod group")
+        return f"minGroupCount {min_groups(cpg)}; " + ", ".join(parts)
+
+    async def _search_tree(
+        self,
+        fw: Framework,
+        node: PodGroup | CompositePodGroup,
+        scope: frozenset[str] | None,
+        leaves: dict[str, _Leaf],
+        podgroups: Mapping[str, PodGroup],
+        composites: Mapping[str, CompositePodGroup],
+    ) -> tuple[bool, str]:
+        """Place ``node`` (a PodGroup, or a CompositePodGroup's subtree) inside ``scope``; what is placed stays
+        assumed. Returns (admitted, why not)."""
+        if isinstance(node, PodGroup):
+            lf = leaves[node.meta.key]
+            satisfied = len(lf.bound) >= node.min_member
+            if not lf.placeable:
+                why = "" if satisfied else f"{len(lf.bound)} of minCount {node.min_member} pods bound, none pending"
+                lf.reason = lf.reason or why
+                return satisfied, why
+            need = max(1, node.min_member - len(lf.bound))
+            r = await self._search_group(fw, lf.placeable, need, node, lf.gs, scope, lf.bound)
+            if r.placed is None:
+                lf.reason, lf.retry = r.reason, r.retry
+                return satisfied, r.reason
+            lf.placed, lf.reason = r.placed, ""
+            return True, ""
+        children = children_of(node, podgroups, composites)
+        if node.topology_key:
+            return await self._search_composite_domains(fw, node, children, scope, leaves, podgroups, composites)
+        return await self._search_children(fw, node, children, scope, leaves, podgroups, composites)
+
+    async def _search_children(
+        self,
+        fw: Framework,
+        cpg: CompositePodGroup,
+        children: Sequence[PodGroup | CompositePodGroup],
+        scope: frozenset[str] | None,
+        leaves: dict[str, _Leaf],
+        podgroups: Mapping[str, PodGroup],
+        composites: Mapping[str, CompositePodGroup],
+    ) -> tuple[bool, str]:
+        """compositePodGroupSchedulingDefaultAlgorithm: the children one after the other; PlacementFeasible
+        (GangScheduling) stops as soon as ``minGroupCount`` cannot be reached; below it, the subtree is reverted."""
+        mgc = min_groups(cpg)
+        done, remaining = 0, len(children)
+        reasons: list[str] = []
+        if remaining >= mgc:
+            for ch in children:
+                ok, why = await self._search_tree(fw, ch, scope, leaves, podgroups, composites)
+                remaining -= 1
+                if ok:
+                    done += 1
+                elif why:
+                    reasons.append(f"{ch.meta.name}: {why}")
+                if done + remaining < mgc:
+                    break
+        if done >= mgc:
+            return True, ""
+        msg = (
+            f"composite pod group {cpg.meta.key}: minCount ({mgc}) cannot be satisfied: {done} scheduled, "
+            f"{remaining} remaining"
+        )
+        if reasons:
+            msg += " (" + "; ".join(reasons[:3]) + ")"
+        for lf in self._subtree_leaves(cpg, leaves, podgroups, composites):
+            self._revert_leaf(fw, lf)
+            lf.reason = msg if not lf.reason else f"{msg}; {lf.reason}"
+        return False, msg
+
+    def _subtree_leaves(
+        self,
+        cpg: CompositePodGroup,
+        leaves: Mapping[str, _Leaf],
+        podgroups: Mapping[str, PodGroup],
+        composites: Mapping[str, CompositePodGroup],
+    ) -> list[_Leaf]:
+        return [leaves[p.meta.key] for p in leaves_of(cpg, podgroups, composites) if p.meta.key in leaves]
+
+    def _revert_leaf(self, fw: Framework, lf: _Leaf) -> None:
+        for pl in reversed(lf.placed or []):
+            fw.run_unreserve(pl.state, pl.pod, pl.node)
+            self.s.cache.forget_pod(pl.pod)
+        lf.placed = None
+
+    async def _search_composite_domains(
+        self,
+        fw: Framework,
+        cpg: CompositePodGroup,
+        children: Sequence[PodGroup | CompositePodGroup],
+        scope: frozenset[str] | None,
+        leaves: dict[str, _Leaf],
+        podgroups: Mapping[str, PodGroup],
+        composites: Mapping[str, CompositePodGroup],
+    ) -> tuple[bool, str]:
+        """A CompositePodGroup with ``schedulingConstraints.topology``: its whole subtree in one domain of the key,
+        the best of the feasible domains by placement score (as for a PodGroup)."""
+        key = cpg.topology_key
+        snap = self.s.cache.snapshot()
+        mine = self._subtree_leaves(cpg, leaves, podgroups, composites)
+        pinned: str | None = None
+        for lf in mine:
+            for b in lf.bound:
+                info = snap.node_map.get(self._bound_node(b))
+                value = info.node.labels.get(key) if info is not None else None
+                if value is None or (pinned is not None and value != pinned):
+                    why = f"composite pod group {cpg.meta.key}: bound members are not in one domain of {key}"
+                    return False, why
+                pinned = value
+        domains: dict[str, set[str]] = {}
+        for ni in snap.nodes:
+            v = ni.node.labels.get(key)
+            if v is not None and (scope is None or ni.name in scope) and (pinned is None or v == pinned):
+                domains.setdefault(v, set()).add(ni.name)
+        if not domains:
+            return False, f"composite pod group {cpg.meta.key}: no node has the label {key}"
+        bound = sum(len(lf.bound) for lf in mine)
+        feasible: list[tuple[str, frozenset[str], DomainUsage]] = []
+        first = ""
+        for value in sorted(domains)[:MAX_EVAL_DOMAINS]:
+            nodes = frozenset(domains[value])
+            for lf in mine:
+                lf.reason, lf.retry = "", False
+            ok, why = await self._search_children(fw, cpg, children, nodes, leaves, podgroups, composites)
+            if not ok:
+                first = first or f"{value}: {why}"
+                continue
+            placed = sum(len(lf.placed or ()) for lf in mine)
+            feasible.append((value, nodes, domain_usage(self.s.cache.snapshot(), nodes, bound + placed)))
+            for lf in mine:
+                self._revert_leaf(fw, lf)
+        if not feasible:
+            msg = (
+                f"composite pod group {cpg.meta.key}: 0/{min(len(domains), MAX_EVAL_DOMAINS)} placements ({key} "
+                f"domains) are available, first placement status: {first}"
+            )
+            for lf in mine:
+                lf.reason = msg
+            return False, msg
+        i = best_placement([u for _, _, u in feasible])
+        value, nodes, _ = feasible[i]
+        for lf in mine:
+            lf.reason, lf.retry = "", False
+        ok, why = await self._search_children(fw, cpg, children, nodes, leaves, podgroups, composites)
+        if ok:
+            for lf in mine:
+                lf.gs.topology = f"placed with composite pod group {cpg.meta.key} in {key}={value}"
+        return ok, why
+
+    def _on_cache_event(self, kind: str, event: str, old: Any, new: Any) -> None:
+        """A member of a v1beta1 PodGroup preempted by the scheduler (its ``DisruptionTarget`` condition, reason
+        PreemptionByScheduler) marks the group: ``DisruptionTarget=True`` on the PodGroup when the group as a whole is
+        disrupted (``disruptionMode: all``, or fewer than ``minCount`` members left)."""
+        if kind != "Pod":
+            return
+        p = new if isinstance(new, Pod) else old
+        if not isinstance(p, Pod) or not p.pod_group:
+            return
+        conds = (p.raw.get("status") or {}).get("conditions") or []
+        if not any(
+            isinstance(c, Mapping)
+            and c.get("type") == DISRUPTION_TARGET
+            and c.get("status") == "True"
+            and c.get("reason") == REASON_PREEMPTION
+            for c in conds
+        ):
+            return
+        key = f"{p.namespace}/{p.pod_group}"
+        pg = self.s.cache.podgroups().get(key)
+        if pg is None or not pg.is_upstream:
+            return
+        gs = self._group_state(key)
+        if p.key in gs.victims:
+            return
+        gs.victims.append(p.key)
+        bound, _ = self._members_of(p.namespace, p.pod_group)
+        left = [b for b in bound if b.key not in gs.victims]
+        if pg.disruption_all or len(left) < pg.min_member:
+            why = "disruptionMode All: the group is disrupted as a whole" if pg.disruption_all else (
+                f"{len(left)} of minCount {pg.min_member} members left"
+            )
+            gs.disruption = (
+                f"{len(gs.victims)} member(s) preempted by the scheduler ({', '.join(gs.victims[:3])}"
+                f"{' ...' if len(gs.victims) > 3 else ''}); {why}"
+            )
+            gs.disruption_time = gs.disruption_time or self.s.wallclock()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            task = loop.create_task(self._write_conditions([key]))
+            self._status_tasks.add(task)
+            task.add_done_callback(self._status_tasks.discard)
+
+    async def _write_conditions(self, keys: Sequence[str]) -> None:
+        """Patch ``status.conditions`` of these v1beta1 PodGroups when they changed (kube-scheduler's
+        updatePodGroupCondition: PodGroupInitiallyScheduled never goes back from True)."""
+        s = self.s
+        for key in keys:
+            pg = s.cache.podgroups().get(key)
+            gs = self.groups.get(key)
+            if pg is None or not pg.is_upstream or gs is None:
+                continue
+            placed, reason, message = gs.condition if gs.condition is not None else (None, "", "")
+            conds, changed = podgroup_conditions(
+                pg, placed, reason, message, gs.disruption, gs.disruption_time or s.wallclock()
+            )
+            if not changed:
+                continue
+            try:
+                await s.api.patch(
+                    "PodGroup", pg.meta.namespace, pg.meta.name, {"status": {"conditions": conds}}, subresource="status"
+                )
+            except ApiError as e:
+                log.warning("podgroup condition not written", podgroup=key, error=str(e))
+
     async def _commit_task(
         self, fw: Framework, placed: list[_Placed], infos: dict[str, QueuedPodInfo], gs: GroupState, key: str
     ) -> bool:
@@ -352,9 +824,18 @@ class GangScheduler:
         return t if isinstance(t, GpuTopology) else None
 
     async def _search_group(
-        self, fw: Framework, members: list[Pod], need: int, pg: PodGroup | None, gs: GroupState | None
+        self,
+        fw: Framework,
+        members: list[Pod],
+        need: int,
+        pg: PodGroup | None,
+        gs: GroupState | None,
+        scope: frozenset[str] | None = None,
+        bound: Sequence[Pod] = (),
     ) -> _Result:
-        """Search, and search again when the cluster changed under a placement found while yielding."""
+        """Search, and search again when the cluster changed under a placement found while yielding. ``scope``: the
+        nodes the group must stay on (a domain chosen for its CompositePodGroup); ``bound``: members already bound
+        (a ``schedulingConstraints.topology`` group keeps to their domain)."""
         self._slice_start = time.perf_counter()
         problem = ""
         cache = self.s.cache
@@ -376,7 +857,7 @@ class GangScheduler:
                         None, f"members were deleted during the group search ({problem}); the group is retried later",
                         True,
                     )
-            search, result = await self._search_once(fw, members, need, pg, gs)
+            search, result = await self._search_once(fw, members, need, pg, gs, scope, bound)
             if result.placed is None or not self._dirty:
                 return result
             problem = self._revalidate(search)
@@ -389,7 +870,14 @@ class GangScheduler:
         )
 
     async def _search_once(
-        self, fw: Framework, members: list[Pod], need: int, pg: PodGroup | None, gs: GroupState | None
+        self,
+        fw: Framework,
+        members: list[Pod],
+        need: int,
+        pg: PodGroup | None,
+        gs: GroupState | None,
+        scope: frozenset[str] | None = None,
+        bound: Sequence[Pod] = (),
     ) -> tuple[_Search, _Result]:
         snap = self.s.cache.snapshot()
         topo = self._topology(fw)
@@ -425,9 +913,26 @@ class GangScheduler:
             return search, _Result(None, short)
         search.failure_budget = 4 * len(snap.nodes) + 2 * sum(c.target for c in classes) + 16
 
-        attempts: tuple[Attempt, ...] = (Attempt(None, "", None, 0),)
+        attempts: tuple[Attempt, ...] = (Attempt(None, "", scope, 0),)
         note = problem = ""
-        if topo is not None:
+        if pg is not None and pg.topology_key:
+            # scheduling.k8s.io/v1beta1 schedulingConstraints.topology: every member in one domain of the key;
+            # each domain with room is evaluated and the best placement wins (TopologyPlacementGenerator +
+            # PlacementScore plugins), nothing is placed when no domain can host the group
+            p = self._key_plan(pg, classes, rooms, need, scope, bound)
+            if not p.attempts:
+                return search, _Result(None, p.note)
+            try:
+                result = await self._evaluate_domains(search, classes, model, rooms, p.attempts, need, bound, pg, gs)
+                return search, result
+            except _Budget:
+                self.stats["budget_ends"] += 1
+                self._undo_all(search)
+                return search, _Result(None, "the search budget ended before a domain was found; retried later", True)
+            finally:
+                self.stats["search_steps"] += search.steps
+                self.stats["backtracks"] += search.backtracks
+        if topo is not None and scope is None:
             p, problem = self._domain_plan(topo, pg, classes, rooms, need)
             attempts, note = p.attempts, p.note
         reason = note or "no placement found"
@@ -499,6 +1004,129 @@ class GangScheduler:
         snap = self.s.cache.snapshot()
         labels = {n: snap.node_map[n].node.labels for n in slots if n in snap.node_map}
         return plan(topo.args.levels, labels, slots, need, required, pack=topo.pack), problem
+
+    def _member_slots(
+        self, classes: Sequence[MemberClass], rooms: dict[Hashable, ClassRoom]
+    ) -> dict[str, int]:
+        """How many members of the group's mix fit on each node (the classes sharing its room)."""
+        total = sum(c.target for c in classes)
+        nodes: set[str] = set()
+        for c in classes:
+            nodes.update(rooms[c.key].caps)
+        slots: dict[str, int] = {}
+        for n in nodes:
+            if len(classes) == 1:
+                v = rooms[classes[0].key].caps.get(n, 0)
+            else:
+                load = sum(c.target / rooms[c.key].caps[n] for c in classes if rooms[c.key].caps.get(n, 0) > 0)
+                v = math.ceil(total / load) if load > 0 else 0
+            if v > 0:
+                slots[n] = v
+        return slots
+
+    def _bound_node(self, p: Pod) -> str:
+        return p.node_name or getattr(self.s.cache, "_assumed", {}).get(p.key, "")
+
+    def _key_plan(
+        self,
+        pg: PodGroup,
+        classes: Sequence[MemberClass],
+        rooms: dict[Hashable, ClassRoom],
+        need: int,
+        scope: frozenset[str] | None,
+        bound: Sequence[Pod],
+    ) -> Plan:
+        """The domains of ``spec.schedulingConstraints.topology[0].key`` that can host ``need`` members (all of
+        them, tightest first, at most ``MAX_EVAL_DOMAINS``), as TopologyPlacementGenerator: only the domain of the
+        members already bound when there are some. An empty plan carries the reason, naming the key."""
+        key = pg.topology_key
+        where = f"spec.schedulingConstraints.topology[0].key {key}"
+        snap = self.s.cache.snapshot()
+        pinned: str | None = None
+        for b in bound:
+            node = self._bound_node(b)
+            info = snap.node_map.get(node)
+            value = info.node.labels.get(key) if info is not None else None
+            if value is None:
+                return Plan((), f"{where}: member {b.key} is bound to node {node or '?'}, which has no {key} label")
+            if pinned is not None and value != pinned:
+                return Plan((), f"{where}: the bound members are in more than 1 domain: {pinned}, {value}")
+            pinned = value
+        slots = self._member_slots(classes, rooms)
+        if scope is not None:
+            slots = {n: v for n, v in slots.items() if n in scope}
+        labels = {n: snap.node_map[n].node.labels for n in slots if n in snap.node_map}
+        labels = {n: lab for n, lab in labels.items() if key in lab and (pinned is None or lab[key] == pinned)}
+        level = Level(key.rsplit("/", 1)[-1] or key, key)
+        p = plan((level,), labels, slots, need, required=level, max_domains=MAX_EVAL_DOMAINS, pack=True)
+        if p.attempts:
+            return p
+        room: dict[str, int] = {}
+        for n, lab in labels.items():
+            room[lab[key]] = room.get(lab[key], 0) + slots.get(n, 0)
+        if pinned is not None:
+            have = room.get(pinned, 0)
+            return Plan((), f"{where}: the bound members' domain {pinned} has room for {have} more, {need} needed")
+        if not room:
+            return Plan((), f"{where}: no node the members can use has the label {key}")
+        largest = max(room.items(), key=lambda kv: (kv[1], kv[0]))
+        return Plan(
+            (),
+            f"{where}: no domain has room for {need} members (largest: {largest[0]} with room for {largest[1]}); "
+            "nothing is bound",
+        )
+
+    async def _evaluate_domains(
+        self,
+        search: _Search,
+        classes: list[MemberClass],
+        model: CapacityModel,
+        rooms: dict[Hashable, ClassRoom],
+        attempts: Sequence[Attempt],
+        need: int,
+        bound: Sequence[Pod],
+        pg: PodGroup,
+        gs: GroupState | None,
+    ) -> _Result:
+        """Place the group in every candidate domain in turn, score each feasible placement
+        (:mod:`scheduler.gang_workload`) and keep the best; nothing stays placed in the others."""
+        feasible: list[tuple[Attempt, DomainUsage]] = []
+        first = ""
+        for att in attempts:
+            self.stats["domain_attempts"] += 1
+            why = await self._place_classes(search, classes, model, rooms, att.nodes, need)
+            if why is not None:
+                first = first or f"{att.value}: {why}"
+                continue
+            assert att.nodes is not None
+            usage = domain_usage(self.s.cache.snapshot(), att.nodes, len(search.placed) + len(bound))
+            feasible.append((att, usage))
+            self._undo_all(search)
+        key = pg.topology_key
+        if not feasible:
+            return _Result(
+                None,
+                f"0/{len(attempts)} placements ({key} domains with room) are available, first placement status: "
+                f"{first}; nothing is bound",
+            )
+        usages = [u for _, u in feasible]
+        i = best_placement(usages)
+        att, usage = feasible[i]
+        why = await self._place_classes(search, classes, model, rooms, att.nodes, need)
+        if why is not None:  # the same search on the same state: cannot happen, but never bind a partial group
+            self._undo_all(search)
+            return _Result(None, f"{key} {att.value}: {why}", retry=True)
+        if gs is not None:
+            scores = placement_scores(usages)
+            others = ", ".join(f"{a.value}={sc}" for (a, _), sc in zip(feasible, scores, strict=True) if a is not att)
+            gs.topology = (
+                f"placed in {key}={att.value}, the best of {len(feasible)} feasible domain(s) by placement score "
+                f"{scores[i]} (pods {usage.pods}, resources {usage.fit}"
+                + (f", devices {usage.devices}" if usage.devices is not None else "")
+                + ")"
+                + (f"; others: {others}" if others else "")
+            )
+        return _Result(list(search.placed))
 
     def _where(self, topo: GpuTopology, placed: list[_Placed], chosen: str) -> str:
         if chosen:
@@ -1133,18 +1761,25 @@ def _restrict(room: ClassRoom, scope: frozenset[str]) -> ClassRoom:
 
 # --- PodGroup status -------------------------------------------------------------------------------------
 
+# scheduler-plugins' PodGroupPhase values (sigs.k8s.io/scheduler-plugins apis/scheduling/v1alpha1 types.go)
 PHASE_PENDING = "Pending"
 PHASE_SCHEDULING = "Scheduling"
-PHASE_SCHEDULED = "Scheduled"
 PHASE_RUNNING = "Running"
 PHASE_FAILED = "Failed"
 PHASE_FINISHED = "Finished"
+PHASE_UNKNOWN = "Unknown"
+# The fields of scheduler-plugins' PodGroupStatus (its CRD, manifests/crds/scheduling.x-k8s.io_podgroups.yaml,
+# prunes anything else): what the scheduler writes, so that both projects can share the CRD.
+XK8S_STATUS_FIELDS = ("phase", "occupiedBy", "running", "succeeded", "failed", "scheduleStartTime")
 
 
-def podgroup_status(pg: PodGroup, members: Sequence[Pod], gs: GroupState | None) -> dict[str, Any]:
-    """The status this scheduler reports for a PodGroup (scheduling.x-k8s.io/v1alpha1 fields plus
-    conditions): phase, counts of scheduled/running/succeeded/failed members, and a condition whose reason
-    says what the group waits for."""
+def podgroup_reason(pg: PodGroup, members: Sequence[Pod], gs: GroupState | None) -> tuple[str, str, str]:
+    """(phase, reason, message) of a scheduling.x-k8s.io/v1alpha1 PodGroup: the phase as scheduler-plugins'
+    PodGroup controller defines it (``pkg/controllers/podgroup_controller.go``: Pending while fewer than
+    ``minMember`` pods exist, Scheduling until ``minMember`` run, Running, Finished when ``minMember`` succeeded,
+    Failed when failed pods count towards ``minMember``), plus dra-scheduler's own Failed cases (the
+    ``scheduleTimeoutSeconds`` expired; members lost after the group was placed). The reason and message are
+    what the phase-transition Event says."""
     live = [p for p in members if not p.meta.deleting]
     scheduled = sum(1 for p in live if p.node_name)
     running = sum(1 for p in live if p.phase == "Running")
@@ -1153,31 +1788,60 @@ def podgroup_status(pg: PodGroup, members: Sequence[Pod], gs: GroupState | None)
     ever_scheduled = gs is not None and gs.scheduled_at is not None
     m = pg.min_member
     if succeeded >= m:
-        phase, reason, msg = PHASE_FINISHED, "Finished", f"{succeeded} members succeeded"
-    elif ever_scheduled and scheduled < m:
-        phase, reason = PHASE_FAILED, "MembersLost"
-        msg = f"only {scheduled} of minMember {m} members remain bound (members were deleted or failed)"
-    elif running >= m:
-        phase, reason, msg = PHASE_RUNNING, "Running", f"{running} members running"
-    elif scheduled >= m:
-        phase, reason, msg = PHASE_SCHEDULED, "Scheduled", f"{scheduled} members bound"
-    elif gs is not None and gs.timed_out:
-        phase, reason, msg = PHASE_FAILED, "Timeout", gs.message
-    elif gs is not None and gs.attempts:
-        phase, reason, msg = PHASE_SCHEDULING, "Unschedulable", gs.message
-    else:
-        phase, reason = PHASE_PENDING, "WaitingForMembers"
+        return PHASE_FINISHED, "Finished", f"{succeeded} members succeeded"
+    if failed and failed + running + succeeded >= m:
+        return PHASE_FAILED, "MembersFailed", f"{failed} members failed"
+    if ever_scheduled and scheduled < m:
+        return PHASE_FAILED, "MembersLost", (
+            f"only {scheduled} of minMember {m} members remain bound (members were deleted or failed)"
+        )
+    if running + succeeded >= m:
+        return PHASE_RUNNING, "Running", f"{running} members running"
+    if gs is not None and gs.timed_out:
+        return PHASE_FAILED, "Timeout", gs.message
+    if len(live) < m:
         msg = gs.message if gs is not None and gs.message else f"{len(live)} of minMember {m} members exist"
-    ok = phase in (PHASE_SCHEDULED, PHASE_RUNNING, PHASE_FINISHED)
-    if gs is not None and gs.topology and msg:
-        msg = f"{msg}; topology: {gs.topology}"
-    return {
+        return PHASE_PENDING, "WaitingForMembers", msg
+    if scheduled >= m:
+        msg = f"{scheduled} members bound"
+        if gs is not None and gs.topology:
+            msg = f"{msg}; topology: {gs.topology}"
+        return PHASE_SCHEDULING, "Scheduled", msg
+    if gs is not None and gs.attempts:
+        return PHASE_SCHEDULING, "Unschedulable", gs.message
+    return PHASE_SCHEDULING, "Scheduling", f"{len(live)} members waiting to be scheduled"
+
+
+def podgroup_status(pg: PodGroup, members: Sequence[Pod], gs: GroupState | None) -> dict[str, Any]:
+    """The status this scheduler reports for a PodGroup.
+
+    * ``scheduling.x-k8s.io/v1alpha1``: the fields of scheduler-plugins' PodGroupStatus only (``XK8S_STATUS_FIELDS``:
+      phase, occupiedBy, running, succeeded, failed, scheduleStartTime); why a group waits is in its members'
+      ``PodScheduled`` conditions and in the Events of each phase transition.
+    * ``scheduling.k8s.io/v1beta1``: ``conditions`` (``PodGroupInitiallyScheduled``, ``DisruptionTarget``); the
+      ``resourceClaimStatuses`` kube-controller-manager writes are left alone (a merge patch does not touch them).
+    """
+    if pg.is_upstream:
+        if gs is None:
+            return {}
+        placed, reason, message = gs.condition if gs.condition is not None else (None, "", "")
+        conds, _ = podgroup_conditions(
+            pg, placed, reason, message, gs.disruption, gs.disruption_time or gs.started or pg.meta.creation_timestamp
+        )
+        return {"conditions": conds} if conds else {}
+    live = [p for p in members if not p.meta.deleting]
+    phase, _, _ = podgroup_reason(pg, members, gs)
+    status: dict[str, Any] = {
         "phase": phase,
-        "scheduled": scheduled,
-        "running": running,
-        "succeeded": succeeded,
-        "failed": failed,
-        "conditions": [
-            {"type": "PodGroupScheduled", "status": "True" if ok else "False", "reason": reason, "message": msg}
-        ],
+        "running": sum(1 for p in live if p.phase == "Running"),
+        "succeeded": sum(1 for p in live if p.phase == "Succeeded"),
+        "failed": sum(1 for p in live if p.phase == "Failed"),
     }
+    if len(live) >= pg.min_member:
+        # scheduler-plugins' fillOccupiedObj: the owners of a member, "<namespace>/<owner name>", sorted
+        owned = next((p for p in sorted(live, key=lambda p: p.key) if p.meta.owners), None)
+        if owned is not None:
+            status["occupiedBy"] = ",".join(sorted(f"{owned.namespace}/{o.name}" for o in owned.meta.owners))
+    if gs is not None and gs.started:
+        status["scheduleStartTime"] = gs.started
+    return status

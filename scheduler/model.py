@@ -1016,6 +1016,15 @@ def template_from(raw: Raw) -> ResourceClaimTemplate:
 
 
 @dataclass(frozen=True, slots=True)
+class PodGroupClaim:
+    """A ``scheduling.k8s.io/v1beta1`` ``PodGroupSpec.resourceClaims`` entry (exactly one of the names set)."""
+
+    name: str
+    claim_name: str | None
+    template_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class PodGroup:
     meta: Meta
     api_version: str
@@ -1023,15 +1032,51 @@ class PodGroup:
     min_resources: Mapping[str, int]
     schedule_timeout_seconds: int | None
     raw: Raw = field(repr=False, compare=False)
+    # scheduling.k8s.io/v1beta1 only (k8s.io/api v0.37.2 PodGroupSpec): "gang" or "basic" (spec.schedulingPolicy),
+    # spec.schedulingConstraints.topology[0].key, spec.parentCompositePodGroupName, spec.resourceClaims and
+    # spec.disruptionMode.all. Empty for scheduling.x-k8s.io/v1alpha1 groups.
+    policy: str = ""
+    topology_key: str = ""
+    parent: str = ""
+    claims: tuple[PodGroupClaim, ...] = ()
+    disruption_all: bool = False
+
+    @property
+    def is_upstream(self) -> bool:
+        """A Kubernetes 1.37 ``scheduling.k8s.io`` PodGroup (not the scheduler-plugins CRD)."""
+        return self.api_version.startswith("scheduling.k8s.io/")
+
+
+def _opt_str(obj: Raw, key: str) -> str | None:
+    v = obj.get(key)
+    return v if isinstance(v, str) else None
 
 
 def podgroup_from(raw: Raw) -> PodGroup:
     api = _str(raw, "apiVersion")
     spec = _map(raw, "spec")
     if api.startswith("scheduling.k8s.io/"):
-        gang = _map(_map(spec, "schedulingPolicy"), "gang")
-        mc = gang.get("minCount")
-        return PodGroup(meta_from(raw), api, mc if isinstance(mc, int) else 1, {}, None, raw)
+        policy = _map(spec, "schedulingPolicy")
+        gang = policy.get("gang")
+        mc = gang.get("minCount") if isinstance(gang, Mapping) else None
+        topology = [t for t in _list(_map(spec, "schedulingConstraints"), "topology") if isinstance(t, Mapping)]
+        return PodGroup(
+            meta_from(raw),
+            api,
+            mc if isinstance(mc, int) and not isinstance(mc, bool) else 1,
+            {},
+            None,
+            raw,
+            policy="gang" if isinstance(gang, Mapping) else "basic",
+            topology_key=_str(topology[0], "key") if topology else "",
+            parent=_str(spec, "parentCompositePodGroupName"),
+            claims=tuple(
+                PodGroupClaim(_str(c, "name"), _opt_str(c, "resourceClaimName"), _opt_str(c, "resourceClaimTemplateName"))
+                for c in _list(spec, "resourceClaims")
+                if isinstance(c, Mapping)
+            ),
+            disruption_all=isinstance(_map(spec, "disruptionMode").get("all"), Mapping),
+        )
     mm = spec.get("minMember")
     to = spec.get("scheduleTimeoutSeconds")
     return PodGroup(

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from plugins.dra import taintrules
-from scheduler import storage, workloads
+from scheduler import storage, workload_api, workloads
 
 Converter = Callable[[Mapping[str, Any]], Any]
 
@@ -33,4 +33,7 @@ OBJECT_KINDS: dict[str, Converter] = {
     "PodDisruptionBudget": workloads.pdb_from,
     # DRA: taints of DeviceTaintRules count as device taints (plugins/dra/taintrules.py)
     "DeviceTaintRule": taintrules.rule_from,
+    # Kubernetes 1.37 workload-aware scheduling: CompositePodGroup (v1alpha3) admission, Workload (v1beta1)
+    "CompositePodGroup": workload_api.composite_from,
+    "Workload": workload_api.workload_from,
 }

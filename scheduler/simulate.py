@@ -9,6 +9,7 @@ claims; then the same queue, scheduling cycle and binder as the live scheduler r
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import json
 import os
@@ -19,14 +20,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
+from scheduler import progress, workload_api
 from scheduler.cache import Cache
-from scheduler.claimcontroller import create_pod_claims
+from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, create_podgroup_claims, release_claims
 from scheduler.config import SchedulerConfig, default_config, load_config_text
 from scheduler.memapi import CLUSTER_SCOPED, InMemoryAPI
+from scheduler.model import ModelError
 from scheduler.queue import FakeClock
 from scheduler.scheduler import Scheduler
+from scheduler.simulate_report import left_to_other_schedulers, reason, summary_counts, summary_note
 from scheduler.storage import VolumeControllers
 
 KINDS = {
@@ -54,6 +56,8 @@ KINDS = {
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
     ("scheduling.k8s.io/v1beta1", "PodGroup"),
     ("scheduling.k8s.io/v1alpha2", "PodGroup"),
+    ("scheduling.k8s.io/v1beta1", "Workload"),
+    ("scheduling.k8s.io/v1alpha3", "CompositePodGroup"),
 }
 # Load order: what pods depend on comes first (as an informer-synced scheduler would see it).
 ORDER = [
@@ -76,6 +80,8 @@ ORDER = [
     "DeviceTaintRule",
     "ResourceClaimTemplate",
     "ResourceClaim",
+    "Workload",
+    "CompositePodGroup",
     "PodGroup",
     "Pod",
 ]
@@ -99,36 +105,81 @@ def _files(paths: Sequence[str]) -> list[str]:
     return out
 
 
-def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
+def load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> list[dict[str, Any]]:
+    """The objects of the files (bounded YAML: scheduler/yamlload.py). A file that is no valid YAML raises
+    InputError; an object the API server would refuse (scheduler/inputcheck.py) or a duplicate of an earlier
+    object is left out with a message naming file, document and field: appended to ``rejected``, or printed
+    on stderr when no list is given. The other objects go on."""
+    from scheduler.inputcheck import check_object, describe, drop_nulls
+    from scheduler.yamlload import YAMLLoadError, load_file
+
+    def refuse(message: str) -> None:
+        if rejected is not None:
+            rejected.append(message)
+        else:
+            print(f"error: {message} (not loaded)", file=sys.stderr)
+
     objs: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str], str] = {}
     for f in _files(paths):
-        with open(f, encoding="utf-8") as fh:
-            try:
-                docs = list(yaml.safe_load_all(fh))
-            except yaml.YAMLError as e:
-                raise InputError(f"{f}: invalid YAML: {e}") from None
-        for i, doc in enumerate(docs):
+        try:
+            docs = load_file(f)
+        except YAMLLoadError as e:
+            raise InputError(str(e)) from None
+        for d in docs:
+            i, doc = d.index, drop_nulls(d.data)
             if doc is None:
                 continue
             if not isinstance(doc, dict):
-                raise InputError(f"{f}: document {i}: expected an object")
-            items = doc.get("items") if str(doc.get("kind", "")).endswith("List") else [doc]
-            for j, obj in enumerate(items or []):
+                refuse(f"{f}: document {i}: object: must be an object, not {type(doc).__name__}")
+                continue
+            is_list = isinstance(doc.get("kind"), str) and doc["kind"].endswith("List")
+            items = doc.get("items") if is_list else [doc]
+            if not isinstance(items, list):
+                refuse(f"{f}: document {i}: items: must be a list")
+                continue
+            for j, obj in enumerate(items):
                 where = f"{f}: document {i}" + (f" item {j}" if doc is not obj else "")
-                if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
-                    raise InputError(f"{where}: apiVersion and kind are required")
+                if not isinstance(obj, dict):
+                    refuse(f"{where}: object: must be an object, not {type(obj).__name__}")
+                    continue
+                missing = [k for k in ("apiVersion", "kind") if not isinstance(obj.get(k), str) or not obj.get(k)]
+                if missing:
+                    for k in missing:
+                        refuse(f"{where}: {describe(obj)}: {k}: Required value (a non-empty string)")
+                    continue
                 if (obj["apiVersion"], obj["kind"]) not in KINDS:
                     if obj["kind"] in {k for _, k in KINDS}:
-                        raise InputError(f"{where}: unsupported apiVersion {obj['apiVersion']} for {obj['kind']}")
+                        refuse(
+                            f"{where}: {describe(obj)}: apiVersion: Unsupported value: {obj['apiVersion'][:80]!r} "
+                            f"for {obj['kind']}"
+                        )
+                        continue
                     # Deployments, Jobs, ... do not take part in scheduling: say so and go on.
+                    job_note = _job_scheduling_note(obj)
+                    if job_note:
+                        print(f"note: {where}: {job_note}", file=sys.stderr)
+                        continue
                     print(
                         f"note: {where}: {obj['apiVersion']}/{obj['kind']} "
-                        f"{(obj.get('metadata') or {}).get('name', '')} does not affect scheduling, skipped",
+                        f"{describe(obj).partition(' ')[2]} does not affect scheduling, skipped",
                         file=sys.stderr,
                     )
                     continue
-                if not (obj.get("metadata") or {}).get("name"):
-                    raise InputError(f"{where}: metadata.name is required")
+                errors = check_object(obj, cluster_scoped=obj["kind"] in CLUSTER_SCOPED) or workload_api.validate(obj)
+                if errors:
+                    for e in errors:
+                        refuse(f"{where}: {describe(obj)}: {e}")
+                    continue
+                meta = obj["metadata"]
+                if not meta.get("namespace"):
+                    meta.pop("namespace", None)  # "" is the default namespace, as for kubectl
+                ns = "" if obj["kind"] in CLUSTER_SCOPED else (meta.get("namespace") or "default")
+                key = (obj["kind"], ns, meta["name"])  # as the in-memory API keys objects
+                if key in seen:
+                    refuse(f"{where}: {describe(obj)}: metadata.name: Duplicate value: already defined in {seen[key]}")
+                    continue
+                seen[key] = where
                 objs.append(obj)
     return objs
 
@@ -140,17 +191,26 @@ class SimulationResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     scheduler: Scheduler | None = None
     timing: dict[str, float] = field(default_factory=dict)
+    deleted: list[dict[str, Any]] = field(default_factory=list)  # objects deleted during the run, as last seen
 
 
 # The built-in PriorityClasses the API server creates (pkg/apis/scheduling/types.go SystemPriorityClasses).
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
-def admit_priorities(objs: Sequence[dict[str, Any]]) -> None:
+def admit_priorities(objs: Sequence[dict[str, Any]], refused: list[dict[str, Any]] | None = None) -> None:
     """What the Priority admission plugin does at pod creation (plugin/pkg/admission/priority): a pod without
     ``spec.priority`` gets the value of its ``priorityClassName`` (or of the ``globalDefault`` PriorityClass,
     whose name it also gets, or 0), and the class's ``preemptionPolicy`` (default PreemptLowerPriority). A
-    pod naming a class that does not exist is refused, as the API server refuses it."""
+    pod naming a class that does not exist is refused, as the API server refuses it: InputError, or, when a
+    ``refused`` list is given, the object is appended to it (with ``_refusal``: the message) and the others go on."""
+
+    def refuse(obj: dict[str, Any], message: str) -> None:
+        if refused is None:
+            raise InputError(message)
+        obj["_refusal"] = message
+        refused.append(obj)
+
     classes: dict[str, tuple[int, str]] = {n: (v, "PreemptLowerPriority") for n, v in SYSTEM_PRIORITY_CLASSES.items()}
     default: str | None = None
     for o in objs:
@@ -158,7 +218,8 @@ def admit_priorities(objs: Sequence[dict[str, Any]]) -> None:
             name = o["metadata"]["name"]
             value = o.get("value")
             if not isinstance(value, int) or isinstance(value, bool):
-                raise InputError(f"PriorityClass {name}: value: required integer")
+                refuse(o, f"PriorityClass {name}: value: required integer")
+                continue
             classes[name] = (value, str(o.get("preemptionPolicy") or "PreemptLowerPriority"))
             if o.get("globalDefault"):
                 default = name
@@ -173,17 +234,21 @@ def admit_priorities(objs: Sequence[dict[str, Any]]) -> None:
             spec.setdefault("priority", 0)
             continue
         if name not in classes:
-            raise InputError(
+            refuse(
+                o,
                 f"Pod {o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}: "
-                f'spec.priorityClassName: no PriorityClass with name {name} was found'
+                f"spec.priorityClassName: no PriorityClass with name {name} was found",
             )
+            continue
         value, policy = classes[name]
         if "priority" in spec and spec["priority"] != value:
-            raise InputError(
+            refuse(
+                o,
                 f"Pod {o['metadata']['name']}: spec.priority: the integer value of priority ({spec['priority']}) "
                 f"must not be provided in pod spec; priority admission controller computed {value} from the "
-                "given PriorityClass name"
+                "given PriorityClass name",
             )
+            continue
         spec["priorityClassName"] = name
         spec["priority"] = value
         spec.setdefault("preemptionPolicy", policy)
@@ -247,6 +312,8 @@ async def simulate(
         return datetime.fromtimestamp(epoch + clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     sched = Scheduler(cache, api, config, clock=clock, inline_binding=True, wallclock=wallclock)
+    # preemption's victims: deletionTimestamp, then graceful termination completes at once (fake clock)
+    api.graceful_pod_deletion, api.now = True, wallclock
     _fake_binding_waits(sched, clock, epoch)
     names = set(sched.profiles)
     namespaces = {"default"} | {
@@ -257,12 +324,19 @@ async def simulate(
     declared = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
     for ns in sorted(namespaces - declared):
         api.load("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    admit_priorities(objs)
+    refused: list[dict[str, Any]] = []
+    admit_priorities(objs, refused)  # a pod the Priority admission plugin refuses is left out, not the run
+    if refused:
+        for o in refused:
+            print(f"error: {o.pop('_refusal')} (not admitted)", file=sys.stderr)
+        objs = [o for o in objs if all(o is not r for r in refused)]
+    admit_disruption_budgets(objs)
     admit_match_label_keys(objs)
     for kind in ORDER:
         for o in objs:
             if o["kind"] == kind:
                 api.load_shared(kind, o)
+    await _create_podgroup_claims(api)
     for pod in api.list("Pod"):
         if (pod.get("spec") or {}).get("schedulerName") in names:
             await create_pod_claims(api, pod)
@@ -272,10 +346,13 @@ async def simulate(
     await volume_controllers.start()
     pods = [p for p in api.list("Pod") if (p.get("spec") or {}).get("schedulerName") in names]
     pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    progress.set_phase("scheduling", total=len(pending))
     attempts: dict[str, tuple[int, int]] = {}  # pod -> (attempts since the last bind anywhere, binds then)
     # The loaded objects live for the whole run: keep them out of the cyclic GC's scans (its full passes over
     # them were the longest pauses of a big group search, 200-350 ms).
     gc.freeze()
+    deletions = DeletionRecorder()  # what preemption deletes, and the claims released after it
+    api.watchers.append(deletions)
     loaded = time.perf_counter()
     q = sched.queue
     while True:
@@ -301,6 +378,9 @@ async def simulate(
             q.delete(key)
             continue
         await sched.run_once(info)
+        if deletions.pods:  # kube-controller-manager: the deleted pods' claims are released
+            await release_claims(api, deletions)
+        progress.update(sched.attempts)
     await volume_controllers.stop()
     gc.unfreeze()  # this run's objects may be collected again once the caller drops them
     await sched.flush_writes()
@@ -311,7 +391,16 @@ async def simulate(
     scheduled = sum(
         1
         for p in pending
-        if (final[(p["metadata"].get("namespace"), p["metadata"]["name"])].get("spec") or {}).get("nodeName")
+        if ((final.get((p["metadata"].get("namespace"), p["metadata"]["name"])) or {}).get("spec") or {}).get(
+            "nodeName"
+        )
+    )
+    # pods still pending at the end (a pending pod that was bound, then preempted, is neither)
+    unschedulable = sum(
+        1
+        for p in pending
+        if (k := (p["metadata"].get("namespace"), p["metadata"]["name"])) in final
+        and not (final[k].get("spec") or {}).get("nodeName")
     )
     items = [
         *api.list("Pod"),
@@ -325,13 +414,51 @@ async def simulate(
         summary={
             "pods": len(pending),
             "scheduled": scheduled,
-            "unschedulable": len(pending) - scheduled,
+            "unschedulable": unschedulable,
+            "preempted": preempted_count(deletions.deleted),
             "seconds": round(time.perf_counter() - start, 3),
+            **summary_counts(left_to_other_schedulers(items, names)),
         },
         events=api.events,
         scheduler=sched,
         timing={"load": loaded - start, "scheduling": scheduled_at - loaded},
+        deleted=[copy.deepcopy(o) for o in deletions.deleted],
     )
+
+
+def _job_scheduling_note(obj: Mapping[str, Any]) -> str:
+    """A Job with ``spec.scheduling`` (gate WorkloadWithJob): the 1.37 Job controller would create a Workload, a
+    PodGroup and pods with ``spec.schedulingGroup``, named after a hash of the Job's UID
+    (``pkg/controller/job/job_scheduling_manager.go`` computeWorkloadName): not emulated faithfully offline."""
+    if obj.get("kind") != "Job" or not str(obj.get("apiVersion", "")).startswith("batch/"):
+        return ""
+    if not isinstance((obj.get("spec") or {}).get("scheduling"), Mapping):
+        return ""
+    from scheduler.inputcheck import describe
+
+    return (
+        f"batch/v1/Job {describe(obj).partition(' ')[2]}: spec.scheduling (WorkloadWithJob) is the Job controller's "
+        "to turn into a Workload, a PodGroup and pods; simulate does not run the Job controller, skipped (give the "
+        "Workload, PodGroup and pods it creates instead)"
+    )
+
+
+async def _create_podgroup_claims(api: InMemoryAPI) -> None:
+    """kube-controller-manager's resourceclaim controller for PodGroup-level claims (DRAWorkloadResourceClaims):
+    one claim per PodGroup ``resourceClaims`` template entry, recorded in the PodGroup's and its members' status."""
+    pods = list(api.list("Pod"))
+    for pg in api.list("PodGroup"):
+        if not str(pg.get("apiVersion", "")).startswith("scheduling.k8s.io/"):
+            continue
+        meta = pg.get("metadata") or {}
+        ns = meta.get("namespace", "default")
+        members = [
+            p
+            for p in pods
+            if (p.get("metadata") or {}).get("namespace", "default") == ns
+            and ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == meta.get("name")
+        ]
+        await create_podgroup_claims(api, pg, members)
 
 
 async def _write_podgroup_status(api: InMemoryAPI, sched: Scheduler) -> None:
@@ -350,7 +477,36 @@ def run_simulation(paths: Sequence[str], config: SchedulerConfig | None = None) 
 
 
 def to_json(result: SimulationResult) -> str:
-    return json.dumps({"items": result.items, "summary": result.summary}, indent=2, sort_keys=False)
+    return json.dumps(
+        {"items": result.items, "deleted": result.deleted, "summary": result.summary}, indent=2, sort_keys=False
+    )
+
+
+def preempted_count(deleted: Iterable[Mapping[str, Any]]) -> int:
+    """Deleted pods carrying DisruptionTarget=True, reason PreemptionByScheduler (``summary.preempted``)."""
+    return sum(
+        1
+        for o in deleted
+        if o.get("kind") == "Pod"
+        and any(
+            (c.get("type"), c.get("status"), c.get("reason")) == ("DisruptionTarget", "True", "PreemptionByScheduler")
+            for c in (o.get("status") or {}).get("conditions") or []
+        )
+    )
+
+
+def admit_disruption_budgets(objs: Sequence[dict[str, Any]]) -> None:
+    """A PodDisruptionBudget without ``status.disruptionsAllowed`` gets the status the disruption controller
+    would compute from the input's pods (scheduler/workloads.py ``pdb_status``)."""
+    from scheduler.workloads import pdb_status
+
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    for o in objs:
+        if o["kind"] == "PodDisruptionBudget" and "disruptionsAllowed" not in (o.get("status") or {}):
+            try:
+                o["status"] = {**(o.get("status") or {}), **pdb_status(o, pods)}
+            except ModelError as e:
+                raise InputError(f"PodDisruptionBudget {o['metadata'].get('name')}: {e}") from None
 
 
 def _topology_explainer(result: SimulationResult) -> Any:
@@ -385,6 +541,7 @@ def to_table(result: SimulationResult) -> str:
         if c.get("kind") == "ResourceClaim"
     }
     explain = _topology_explainer(result)
+    others = left_to_other_schedulers(result.items, result.scheduler.profiles if result.scheduler else ())
     rows: list[tuple[str, str, str, str, str]] = []
     for p in result.items:
         if p.get("kind") != "Pod":
@@ -411,6 +568,8 @@ def to_table(result: SimulationResult) -> str:
                 if note:
                     notes.append(note)
         why = ""
+        if f"{ns}/{meta['name']}" in others:  # not ours: another scheduler's pod, not a pending one
+            node, why = "<other scheduler>", reason(others[f"{ns}/{meta['name']}"])
         if not node:
             for c in status.get("conditions") or []:
                 if c.get("type") == "PodScheduled" and c.get("status") == "False":
@@ -428,5 +587,8 @@ def to_table(result: SimulationResult) -> str:
         )
     s = result.summary
     lines.append("")
-    lines.append(f"{s['scheduled']}/{s['pods']} pods scheduled, {s['unschedulable']} unschedulable, {s['seconds']}s")
+    lines.append(
+        f"{s['scheduled']}/{s['pods']} pods scheduled, {s['unschedulable']} unschedulable{summary_note(others)}, "
+        f"{s['seconds']}s"
+    )
     return "\n".join(line.rstrip() for line in lines)

@@ -266,7 +266,7 @@ def test_unknown_fields_everywhere() -> None:
         {
             **HEAD,
             "bogus": 1,
-            "leaderElection": {},
+            "clientConnection": {},
             "profiles": [
                 {
                     "schedulerName": "x",
@@ -283,7 +283,7 @@ def test_unknown_fields_everywhere() -> None:
     )
     assert errs == [
         "bogus: unknown field",
-        "leaderElection: field not supported by dra-scheduler",
+        "clientConnection: field not supported by dra-scheduler",
         "profiles[0].extra: unknown field",
         "profiles[0].plugins.filters: unknown field",
         "profiles[0].plugins.postBind: field not supported by dra-scheduler",

@@ -10,6 +10,7 @@ from scheduler.cache import Cache
 from scheduler.claimcontroller import create_pod_claims
 from scheduler.config import default_config
 from scheduler.fleet import scale_fleet
+from scheduler.gang import XK8S_STATUS_FIELDS, podgroup_reason
 from scheduler.memapi import InMemoryAPI
 from scheduler.queue import FakeClock
 from scheduler.scheduler import Scheduler
@@ -85,7 +86,9 @@ def test_group_of_eight_full_nodes_is_placed_whole() -> None:
     devs = _devices(res.items)
     assert len(devs) == 64 and len(set(devs)) == 64
     pg = _by_kind(res.items, "PodGroup")["train"]
-    assert pg["status"]["phase"] == "Scheduled" and pg["status"]["scheduled"] == 8
+    # scheduler-plugins' PodGroupStatus (its CRD is ours): bound, not yet running = phase Scheduling
+    assert pg["status"]["phase"] == "Scheduling" and pg["status"]["running"] == 0
+    assert set(pg["status"]) <= set(XK8S_STATUS_FIELDS)
 
 
 def test_group_with_one_node_missing_places_nobody_and_says_why() -> None:
@@ -101,8 +104,14 @@ def test_group_with_one_node_missing_places_nobody_and_says_why() -> None:
         assert "pod group default/train: cannot place minMember 8" in cond["message"]
         assert "request gpu: needs 8 device(s)" in cond["message"]
     pg = _by_kind(res.items, "PodGroup")["train"]
-    assert pg["status"]["scheduled"] == 0 and pg["status"]["phase"] in ("Scheduling", "Pending")
-    assert "cannot place" in pg["status"]["conditions"][0]["message"]
+    assert pg["status"]["phase"] == "Scheduling" and set(pg["status"]) <= set(XK8S_STATUS_FIELDS)
+    assert res.scheduler is not None
+    _, reason, message = podgroup_reason(
+        res.scheduler.cache.podgroups()["default/train"],
+        list(res.scheduler.cache.pods().values()),
+        res.scheduler.gang.groups["default/train"],
+    )
+    assert reason == "Unschedulable" and "cannot place" in message
 
 
 def test_group_waits_for_missing_members() -> None:
@@ -243,8 +252,10 @@ def test_schedule_timeout_is_reported() -> None:
         from scheduler.gang import podgroup_status
 
         pg = live.cache.podgroups()["default/g"]
-        st = podgroup_status(pg, list(live.cache.pods().values()), live.sched.gang.groups["default/g"])
-        assert st["phase"] == "Failed" and st["conditions"][0]["reason"] == "Timeout"
+        members = list(live.cache.pods().values())
+        st = podgroup_status(pg, members, live.sched.gang.groups["default/g"])
+        assert st["phase"] == "Failed"
+        assert podgroup_reason(pg, members, live.sched.gang.groups["default/g"])[1] == "Timeout"
 
     asyncio.run(go())
 
@@ -260,9 +271,11 @@ def test_member_deleted_after_binding_is_reported() -> None:
         from scheduler.gang import podgroup_status
 
         pg = live.cache.podgroups()["default/g"]
-        st = podgroup_status(pg, list(live.cache.pods().values()), live.sched.gang.groups["default/g"])
-        assert st["phase"] == "Failed" and st["conditions"][0]["reason"] == "MembersLost"
-        assert st["scheduled"] == 1
+        members = list(live.cache.pods().values())
+        st = podgroup_status(pg, members, live.sched.gang.groups["default/g"])
+        assert st["phase"] == "Failed"
+        _, reason, message = podgroup_reason(pg, members, live.sched.gang.groups["default/g"])
+        assert reason == "MembersLost" and "only 1 of minMember 2 members remain bound" in message
 
     asyncio.run(go())
 

@@ -91,7 +91,7 @@ def test_thousand_one_gpu_members_on_exactly_enough_gpus() -> None:
     devs = _devices(res.items)
     assert len(devs) == len(set(devs)) == 1000
     pg = _by_kind(res.items, "PodGroup")["big"]
-    assert pg["status"]["phase"] == "Scheduled" and pg["status"]["scheduled"] == 1000
+    assert pg["status"]["phase"] == "Scheduling"  # scheduler-plugins' phase: bound, not yet running
     st = gang_stats(res)
     assert st["cycles"] == 1 and st["classes"] == 1 and st["search_steps"] == 1 and st["budget_ends"] == 0
     assert res.timing["scheduling"] < 60  # a few seconds on a quiet machine

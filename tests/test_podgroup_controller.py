@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from scheduler.fleet import scale_fleet
+from scheduler.gang import XK8S_STATUS_FIELDS
 from scheduler.podgroup_controller import PodGroupStatusController
 from tests.test_gang import Live, pod, podgroup, template
 
@@ -17,14 +18,16 @@ def test_status_follows_the_group_and_writes_only_changes() -> None:
         assert await ctl.reconcile("default/g") is True
         pg = live.api.objects[("PodGroup", "default", "g")]
         assert pg["status"]["phase"] == "Pending"
-        assert "1 of minMember 2 pods exist" in pg["status"]["conditions"][0]["message"]
+        assert set(pg["status"]) <= set(XK8S_STATUS_FIELDS)  # scheduler-plugins' PodGroupStatus fields only
+        [ev] = [e for e in live.api.events if e["involvedObject"]["kind"] == "PodGroup"]
+        assert "1 of minMember 2 pods exist" in ev["message"]
         assert await ctl.reconcile("default/g") is False  # nothing changed: no write
         live.add([pod("p1", "one", "g")])
         live.clock.advance(20)
         await live.run()
         assert await ctl.reconcile("default/g") is True
         pg = live.api.objects[("PodGroup", "default", "g")]
-        assert pg["status"]["phase"] == "Scheduled" and pg["status"]["scheduled"] == 2
+        assert pg["status"]["phase"] == "Scheduling" and pg["status"]["running"] == 0  # bound, not yet running
         reasons = [e["reason"] for e in live.api.events if e["involvedObject"]["kind"] == "PodGroup"]
         assert reasons == ["WaitingForMembers", "Scheduled"]
         assert ctl.writes == 2

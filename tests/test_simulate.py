@@ -120,8 +120,9 @@ def test_unschedulable_message_names_request(result: Any) -> None:
 def test_json_contract_and_determinism() -> None:
     a = json.loads(to_json(run_simulation([EXAMPLES])))
     b = json.loads(to_json(run_simulation([EXAMPLES])))
-    assert set(a) == {"items", "summary"}
-    assert set(a["summary"]) == {"pods", "scheduled", "unschedulable", "seconds"}
+    assert set(a) == {"items", "deleted", "summary"}
+    assert set(a["summary"]) == {"pods", "scheduled", "unschedulable", "preempted", "seconds"}
+    assert a["deleted"] == [] and a["summary"]["preempted"] == 0  # nothing preempted in the examples
     a["summary"].pop("seconds")
     b["summary"].pop("seconds")
     assert a == b

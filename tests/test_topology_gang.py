@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler.config import load_config_text
 from scheduler.fleet import RACK_LABEL, scale_fleet
+from scheduler.gang import podgroup_reason
 from scheduler.simulate import SimulationResult, simulate
 from tests.test_topology import gpu_pod, template, used
 
@@ -58,8 +59,14 @@ def racks(res: SimulationResult, fleet: list[dict[str, Any]]) -> set[str]:
 
 
 def status(res: SimulationResult, name: str) -> dict[str, Any]:
+    """The PodGroup's status (scheduler-plugins' fields) plus ``message``: why / where, as the phase Event says."""
     pg = next(o for o in res.items if o["kind"] == "PodGroup" and o["metadata"]["name"] == name)
-    return dict(pg["status"])
+    assert res.scheduler is not None
+    sched = res.scheduler
+    key = f"default/{name}"
+    _, _, message = podgroup_reason(sched.cache.podgroups()[key], list(sched.cache.pods().values()),
+                                    sched.gang.groups.get(key))
+    return {**pg["status"], "message": message}
 
 
 def test_group_goes_to_the_tightest_rack_that_fits() -> None:
@@ -70,8 +77,8 @@ def test_group_goes_to_the_tightest_rack_that_fits() -> None:
     assert all(placements(res).values())
     assert racks(res, fleet) == {"rack-0"}
     st = status(res, "g")
-    assert st["phase"] == "Scheduled"
-    msg = st["conditions"][0]["message"]
+    assert st["phase"] == "Scheduling"  # scheduler-plugins' phase: bound, not yet running
+    msg = st["message"]
     assert "4 members bound; topology: placed in rack rack-0 (cloud.provider.com/topology-rack)" in msg
     assert "the smallest domain with room for 4 members" in msg
     events = [e for e in res.events if e["reason"] == "Scheduled"]
@@ -87,7 +94,7 @@ def test_clique_is_preferred_over_rack() -> None:
     objs = [*fleet, template("eight", 8), podgroup("g", 3), *(member(f"w{i}", "eight", "g") for i in range(3))]
     res = run(objs)
     assert sorted(placements(res).values()) == ["dgx-h100-00010", "dgx-h100-00011", "dgx-h100-00012"]
-    assert "placed in clique uuid.1 (nvidia.com/gpu.clique)" in status(res, "g")["conditions"][0]["message"]
+    assert "placed in clique uuid.1 (nvidia.com/gpu.clique)" in status(res, "g")["message"]
 
 
 def test_group_larger_than_any_rack_uses_the_block_unless_rack_is_required() -> None:
@@ -96,7 +103,7 @@ def test_group_larger_than_any_rack_uses_the_block_unless_rack_is_required() -> 
     res = run(objs)
     assert all(placements(res).values())
     assert len(racks(res, fleet)) == 2  # two racks, not three: the group stays as compact as it can
-    assert "placed in block block-0" in status(res, "g")["conditions"][0]["message"]
+    assert "placed in block block-0" in status(res, "g")["message"]
 
     required = copy.deepcopy(objs)
     for o in required:
@@ -104,7 +111,7 @@ def test_group_larger_than_any_rack_uses_the_block_unless_rack_is_required() -> 
             o["metadata"]["annotations"] = {"dra-scheduler.io/topology-required": "rack"}
     res = run(required)
     assert not any(placements(res).values())
-    msg = status(res, "g")["conditions"][0]["message"]
+    msg = status(res, "g")["message"]
     assert "required topology level rack (cloud.provider.com/topology-rack): no rack has room for 10 members" in msg
     assert "(largest: rack-2 with room for 8)" in msg
 
@@ -139,5 +146,5 @@ def test_unknown_level_in_annotation_is_reported_and_ignored() -> None:
     pg = podgroup("g", 2, {"dra-scheduler.io/topology-preferred": "spine"})
     res = run([*fleet, template("eight", 8), pg, *(member(f"w{i}", "eight", "g") for i in range(2))])
     assert all(placements(res).values())
-    msg = status(res, "g")["conditions"][0]["message"]
+    msg = status(res, "g")["message"]
     assert "annotation dra-scheduler.io/topology-preferred: 'spine' is not a topology level" in msg

@@ -5,6 +5,11 @@ PreFilter    resolve claims; allocated claims pin nodes through ``allocation.nod
              ones get an :class:`~plugins.dra.allocator.Allocator` over this cycle's ledger view.
 Filter       run the allocator for the node (results cached per node state, see below).
 Score        prefer nodes where ``firstAvailable`` could use earlier subrequests (upstream 1.35+).
+add_pod /    PreFilterExtensions for preemption's dry run and nominated pods (beyond upstream 1.37.2): a removed
+remove_pod   pod frees the devices of its claims no surviving pod reserves (a LedgerView, the ledger untouched);
+             an added nominated pod's unallocated claims are allocated together with the pod's own on that node.
+             Filter says Unschedulable (preemption may help) instead of UnschedulableAndUnresolvable when the
+             node's matching devices would suffice but some are in use.
 Reserve      record the chosen allocations as in-flight in the device ledger (no API write).
 Unreserve    drop them.
 PreBind      write finalizer, then ``status.allocation`` (with ``allocationTimestamp``) + ``status.reservedFor``
@@ -117,6 +122,7 @@ from scheduler.framework.interface import (
     Status,
 )
 from scheduler.framework.registry import PluginSpec
+from scheduler.ledger import DeviceLedger, LedgerView
 from scheduler.model import (
     ALLOCATION_MODE_EXACT,
     CLAIM_FINALIZER,
@@ -127,6 +133,7 @@ from scheduler.model import (
     claim_spec_from,
     node_selector_matches,
 )
+from scheduler.workload_api import consumer_for, is_for_pod_group_by_pod, is_reserved_for_pod, scheduling_group
 
 log = structlog.get_logger("dra_scheduler.dra")
 
@@ -210,11 +217,33 @@ def pod_claims(snapshot: Snapshot, pod: Pod) -> list[ResourceClaim]:
             raise ClaimResolutionError(f'resourceclaim "{name}" is being deleted')
         if pc.template_name:
             owner = claim.meta.controller()
-            if owner is None or owner.uid != pod.uid:
+            # IsForPod with DRAWorkloadResourceClaims: the pod, or its PodGroup (a PodGroup-level claim)
+            if (owner is None or owner.uid != pod.uid) and not is_for_pod_group_by_pod(pod, claim):
                 raise ClaimResolutionError(
                     f"ResourceClaim {pod.namespace}/{name} was not created for pod {pod.key} (pod is not owner)"
                 )
         out.append(claim)
+    return out
+
+
+def _claims_of(snapshot: Snapshot, pod: Pod) -> list[ResourceClaim]:
+    """The claims ``pod`` uses that exist, leniently (a preemption victim or a nominated pod): its claims by
+    name or generated from templates, and its claim for extended resources backed by DRA."""
+    names: list[str] = []
+    for pc in pod.claims:
+        n = pc.claim_name or pod.claim_statuses.get(pc.name)
+        if n:
+            names.append(n)
+    status = pod.raw.get("status")
+    if isinstance(status, Mapping):
+        ext = status.get("extendedResourceClaimStatus")
+        if isinstance(ext, Mapping) and isinstance(ext.get("resourceClaimName"), str):
+            names.append(ext["resourceClaimName"])
+    out: list[ResourceClaim] = []
+    for n in dict.fromkeys(names):
+        c = snapshot.claims.get(f"{pod.namespace}/{n}")
+        if c is not None:
+            out.append(c)
     return out
 
 
@@ -269,6 +298,35 @@ class _CycleData:
     ext: _Extended | None = None
     latest: dict[str, dict[str, Any]] = field(default_factory=dict)  # claim uid -> what PreBind wrote
     binding_failed: set[str] = field(default_factory=set)  # claim uids whose binding conditions failed/timed out
+    # --- dry runs (PreFilterExtensions; only ever set on a clone of the cycle's state) ---
+    # pods removed from the node (preemption victims): uid -> pod
+    removed: dict[str, Pod] = field(default_factory=dict)
+    # the ledger with the victims' claims that no surviving pod reserves treated as free (None: the snapshot's)
+    ledger: DeviceLedger | None = None
+    # pods added to a node (nominated pods): uid -> (node, their unallocated claims, which are allocated with
+    # the pod's own, and the uids of all their claims, which stay in use)
+    extra: dict[str, tuple[str, tuple[ClaimInput, ...], frozenset[str]]] = field(default_factory=dict)
+    # where an allocation found with only extra pods added may also be recorded: the cycle's own per-node
+    # allocations (a node that fits with the nominated pods' devices held fits without them too)
+    origin_allocations: dict[str, list[ClaimAllocation]] | None = None
+
+    @property
+    def dry(self) -> bool:
+        return bool(self.removed) or self.ledger is not None or bool(self.extra)
+
+    def clone(self) -> _CycleData:
+        """For ``CycleState.clone``: per-node allocations start empty (they depend on the dry run's changes)."""
+        return replace(
+            self,
+            node_allocations={},
+            reserved=[],
+            written=[],
+            latest={},
+            binding_failed=set(),
+            removed=dict(self.removed),
+            extra=dict(self.extra),
+            origin_allocations=None if self.dry else self.node_allocations,
+        )
 
     def alloc_claims(self) -> list[ResourceClaim]:
         """The claims the allocator allocates, in the order of each node's allocation list: the pod's
@@ -360,7 +418,7 @@ class DynamicResources:
         pinned: list[tuple[ResourceClaim, NodeSelector | None]] = []
         for c in claims:
             if c.allocation is not None:
-                reserved = any(r.uid == pod.uid for r in c.reserved_for)
+                reserved = is_reserved_for_pod(pod, c)
                 if not reserved and len(c.reserved_for) >= MAX_CONSUMERS:
                     return None, Status.unresolvable(
                         f"resourceclaim {c.key} in use: already reserved for {MAX_CONSUMERS} consumers"
@@ -529,8 +587,38 @@ class DynamicResources:
             # never cached; the pod goes to backoff and the message reaches its condition.
             return Status.error(str(e))
         if result is None:
-            return Status.unresolvable(_render(reason, self._node_inputs(state, data, node)))
+            msg = _render(reason, self._node_inputs(state, data, node))
+            if self._devices_in_use(state.snapshot, data, node) and self._enough_devices(state, data, node):
+                # Devices of this node are in use: evicting their users may help, so preemption looks at it
+                # (goes beyond upstream 1.37.2, whose DynamicResources always says UnschedulableAndUnresolvable).
+                return Status.unschedulable(msg)
+            return Status.unresolvable(msg)
         return Status.ok()
+
+    def _devices_in_use(self, snap: Snapshot, data: _CycleData, node: NodeInfo) -> bool:
+        ledger = data.ledger or snap.ledger
+        return any(ledger.pool_devices_in_use(p.id) for p in self._node_pools(snap, node))
+
+    def _enough_devices(self, state: CycleState, data: _CycleData, node: NodeInfo) -> bool:
+        """Whether every request could be met by the node's matching devices if none were in use (counts
+        only; constraints and capacities are left to the dry run). False: no eviction can help."""
+        snap = state.snapshot
+        pools = self._node_pools(snap, node)
+        probe = Allocator(self.features, data.ledger or snap.ledger, snap.classes, self.selectors, self.device_inputs)
+        for inp in self._node_inputs(state, data, node):
+            for req in inp.spec.requests:
+                specs = [req.exactly] if req.exactly is not None else list(req.first_available)
+                ok = False
+                for sp in specs:
+                    if sp is None:
+                        continue
+                    matching = _count_devices(probe, node, pools, inp, sp)[0]
+                    if matching >= (sp.count if sp.allocation_mode == ALLOCATION_MODE_EXACT else 1):
+                        ok = True
+                        break
+                if not ok:
+                    return False
+        return True
 
     def _result_for(self, state: CycleState, data: _CycleData, node: NodeInfo) -> _Cached:
         """The allocation of the cycle's claims on ``node``, from the per-node cache or computed now."""
@@ -539,6 +627,16 @@ class DynamicResources:
             return got, ""
         snap = state.snapshot
         inputs = self._node_inputs(state, data, node)
+        if data.dry:
+            # a dry run: never cached (its ledger view and extra pods are its own)
+            if data.allocator is not None and data.allocator.device_order is None:
+                data.allocator.device_order = state.read(DEVICE_ORDER_KEY)
+            result, reason = self._allocate(data, snap, node, inputs)
+            if result is not None:
+                data.node_allocations[node.name] = result
+                if data.origin_allocations is not None and data.ledger is None and not data.removed:
+                    data.origin_allocations[node.name] = result
+            return result, reason
         ext_shape: Any = None
         if data.ext is not None:
             nr, _ = self._ext_node(state, data.ext, node)
@@ -564,12 +662,19 @@ class DynamicResources:
         assert data.allocator is not None
         self.stats["filter_allocations"] += 1
         pools = self._node_pools(snap, node)
+        extra = self._extra_inputs(data, node, inputs)
         try:
-            result = data.allocator.allocate(node.node, inputs, pools)
+            result = data.allocator.allocate(node.node, [*extra, *inputs] if extra else inputs, pools)
         except FailedOnNode as e:
             return None, str(e)
         if result is None:
+            if extra:
+                fits_alone = data.allocator.allocate(node.node, inputs, pools) is not None
+                if fits_alone:
+                    return None, "cannot allocate all claims: devices are held for a pod nominated to this node"
             return None, self._diagnose(data, snap, node, pools, inputs)
+        if extra:
+            result = result[len(extra):]
         if data.ext is not None and data.ext.allocates and len(inputs) == len(data.inputs):
             result = [*result, EMPTY_ALLOCATION]  # the node serves the extended resources natively
         return result, ""
@@ -579,7 +684,7 @@ class DynamicResources:
     ) -> str:
         """Name the first request that cannot be met on this node on its own, and why."""
         assert data.allocator is not None
-        probe = Allocator(self.features, snap.ledger, snap.classes, self.selectors, self.device_inputs)
+        probe = Allocator(self.features, data.ledger or snap.ledger, snap.classes, self.selectors, self.device_inputs)
         ext_requests: dict[str, str] = {}  # request name -> extended resource, for the special claim
         if data.ext is not None and len(inputs) > len(data.inputs):
             nr = self._ext_node_cached(data.ext, node)
@@ -618,6 +723,91 @@ class DynamicResources:
     def _ext_node_cached(ext: _Extended, node: NodeInfo) -> NodeRequests | None:
         got = ext.nodes.get(node.name)
         return got[1] if got is not None and got[0] is node.node else None
+
+    # --- PreFilterExtensions: preemption's dry run and nominated pods ---------------------------------------
+    #
+    # Goes beyond upstream 1.37.2 (whose DynamicResources has no PreFilterExtensions, so a preemption dry run
+    # never frees devices; KEP-5690 did not land). Removing a pod frees the devices of each of its claims that
+    # no surviving consumer reserves: the claim's reservedFor minus the removed pods is empty, and neither the
+    # pod being scheduled nor a pod added here (a nominated pod) uses it. A shared claim whose other consumer
+    # lives stays allocated, as kube-controller-manager keeps it. The freed devices are seen through a
+    # :class:`~scheduler.ledger.LedgerView` over the real ledger, which is never modified. Adding a pod that is
+    # not running yet (a nominated pod, upstream addGENominatedPods) holds devices for its unallocated claims:
+    # they are allocated together with the pod's own claims on that node, so the pod fits only if both do.
+
+    def remove_pod(self, state: CycleState, pod_to_schedule: Pod, pod_to_remove: Pod, node: NodeInfo) -> Status:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return Status.ok()
+        data.removed[pod_to_remove.uid] = pod_to_remove
+        data.extra.pop(pod_to_remove.uid, None)
+        data.origin_allocations = None
+        self._refresh_dry_run(state, data, pod_to_schedule)
+        return Status.ok()
+
+    def add_pod(self, state: CycleState, pod_to_schedule: Pod, pod_to_add: Pod, node: NodeInfo) -> Status:
+        data: _CycleData | None = state.read(STATE_KEY)
+        if data is None:
+            return Status.ok()
+        snap = state.snapshot
+        if data.removed.pop(pod_to_add.uid, None) is None and not pod_to_add.node_name:
+            own = {c.meta.uid for c in data.claims}
+            if data.ext is not None:
+                own.add(data.ext.claim.meta.uid)
+            claims = _claims_of(snap, pod_to_add)
+            inputs = tuple(
+                ClaimInput(c.key, c.meta.uid, c.spec)
+                for c in claims
+                if c.allocation is None and c.meta.uid not in own and not snap.ledger.is_pending(c.meta.uid)
+            )
+            data.extra[pod_to_add.uid] = (node.name, inputs, frozenset(c.meta.uid for c in claims))
+        self._refresh_dry_run(state, data, pod_to_schedule)
+        return Status.ok()
+
+    def _refresh_dry_run(self, state: CycleState, data: _CycleData, pod: Pod) -> None:
+        """Recompute which claims are free after the removals, and the allocator over that view."""
+        snap = state.snapshot
+        keep = {c.meta.uid for c in data.claims}
+        if data.ext is not None:
+            keep.add(data.ext.claim.meta.uid)
+        for _, _, uids in data.extra.values():
+            keep.update(uids)  # a pod added here (nominated) will reserve its allocated claims
+        hidden: set[str] = set()
+        gone = set(data.removed)
+        for victim in data.removed.values():
+            for c in _claims_of(snap, victim):
+                if c.allocation is None or c.meta.uid in keep:
+                    continue
+                consumers = {r.uid for r in c.reserved_for}
+                if victim.uid in consumers and not consumers - gone:
+                    hidden.add(c.meta.uid)
+        data.ledger = LedgerView(snap.ledger, hidden) if hidden else None
+        data.node_allocations = {}
+        if data.allocator is not None:
+            data.allocator = Allocator(
+                self.features,
+                data.ledger or snap.ledger,
+                snap.classes,
+                self.selectors,
+                self.device_inputs,
+                device_order=state.read(DEVICE_ORDER_KEY),
+            )
+
+    @staticmethod
+    def _extra_inputs(data: _CycleData, node: NodeInfo, inputs: Sequence[ClaimInput]) -> list[ClaimInput]:
+        """The unallocated claims of the pods added to ``node`` in a dry run (nominated pods), once each."""
+        if not data.extra:
+            return []
+        seen = {i.uid for i in inputs}
+        out: list[ClaimInput] = []
+        for name, extra, _ in data.extra.values():
+            if name != node.name:
+                continue
+            for inp in extra:
+                if inp.uid not in seen:
+                    seen.add(inp.uid)
+                    out.append(inp)
+        return out
 
     # --- gangs ---------------------------------------------------------------------------------------------
 
@@ -739,11 +929,11 @@ class DynamicResources:
         allocs = dict(zip((c.meta.uid for c in data.to_allocate), data.node_allocations.get(node, []), strict=False))
         ledger = state.snapshot.ledger
         for claim in data.claims:
-            if any(r.uid == pod.uid for r in claim.reserved_for):
+            if is_reserved_for_pod(pod, claim):  # the pod or its PodGroup (DRAWorkloadResourceClaims)
                 continue
             alloc = allocs.get(claim.meta.uid)
             try:
-                written = await self._bind_claim(api, claim, pod, alloc)
+                written = await self._bind_claim(api, claim, pod, alloc, _consumer(state, pod, claim))
             except _BindError as e:
                 return Status.error(str(e))
             data.written.append((claim, alloc is not None))
@@ -949,7 +1139,12 @@ class DynamicResources:
         return Status.ok()
 
     async def _bind_claim(
-        self, api: ClusterAPI, claim: ResourceClaim, pod: Pod, alloc: ClaimAllocation | None
+        self,
+        api: ClusterAPI,
+        claim: ResourceClaim,
+        pod: Pod,
+        alloc: ClaimAllocation | None,
+        consumer: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         obj: dict[str, Any] = _deep_copy(claim.raw)
         for attempt in range(CONFLICT_RETRIES):
@@ -989,8 +1184,12 @@ class DynamicResources:
                         raise Conflict("stale claim copy")
                     raise _BindError(f"claim {claim.key} is no longer allocated")
                 reserved = list(status.get("reservedFor") or [])
-                if not any(r.get("uid") == pod.uid for r in reserved):
-                    reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+                entry = consumer or {"resource": "pods", "name": pod.name, "uid": pod.uid}
+                if any(r.get("uid") == entry["uid"] for r in reserved):
+                    if alloc is None or existing:
+                        return obj  # reserved already (another member of the PodGroup wrote it)
+                else:
+                    reserved.append(entry)
                 status["reservedFor"] = reserved
                 return await api.update("ResourceClaim", obj, subresource="status")
             except Conflict:
@@ -1054,6 +1253,21 @@ class DynamicResources:
 
 class _BindError(Exception):
     pass
+
+
+def _consumer(state: CycleState, pod: Pod, claim: ResourceClaim) -> dict[str, str] | None:
+    """``BindTo``: the ``reservedFor`` entry of a claim that is the pod's PodGroup's (``scheduling.k8s.io``
+    ``podgroups``), else None (the pod itself)."""
+    group = scheduling_group(pod)
+    if not group:
+        return None
+    pg = state.snapshot.podgroups.get(f"{pod.namespace}/{group}")
+    for pc in pod.claims:
+        name = pc.claim_name or pod.claim_statuses.get(pc.name)
+        if name == claim.name:
+            ref = consumer_for(pod, pg, pc.name)
+            return ref if ref.get("resource") == "podgroups" else None
+    return None
 
 
 async def _delete_claim(api: ClusterAPI, claim: ResourceClaim, pod: Pod) -> None:
@@ -1211,6 +1425,8 @@ def parse_go_duration(text: str) -> float:
             raise ValueError(f"time: invalid duration {json.dumps(text)}")
         total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
         pos = m.end()
+    if not total * 1e9 < 2**63:  # Go: an int64 of nanoseconds (also catches inf/NaN)
+        raise ValueError(f"time: invalid duration {json.dumps(text)}")
     return sign * total
 
 
@@ -1292,6 +1508,12 @@ def _validate(args: Mapping[str, Any], path: str) -> list[str]:
         elif k == "filterTimeout":
             if not isinstance(v, str):
                 errors.append(f"{path}.filterTimeout: must be a duration string such as 10s")
+                continue
+            try:
+                if parse_go_duration(v) < 0:
+                    errors.append(f"{path}.filterTimeout: Invalid value: {json.dumps(v)}: must be zero or positive")
+            except ValueError as e:
+                errors.append(f"{path}.filterTimeout: {e}")
         elif k == "bindingTimeout":
             errors.extend(_validate_binding_timeout(args, v, path))
         else:

@@ -46,11 +46,9 @@ POD_SPEC_FIELDS = frozenset(
 AFFINITY_FIELDS = frozenset(("nodeAffinity", "podAffinity", "podAntiAffinity"))
 
 # scheduling.k8s.io/v1beta1 PodGroupSpec fields whose semantics are not implemented yet: field -> why.
-UNSUPPORTED_PODGROUP_FIELDS: Mapping[str, str] = {
-    "schedulingConstraints": "topology constraints of workload-aware scheduling",
-    "resourceClaims": "PodGroup-level ResourceClaims (DRAWorkloadResourceClaims)",
-    "parentCompositePodGroupName": "CompositePodGroup admission (minGroupCount)",
-}
+# Empty since issue #11: schedulingConstraints (topology), resourceClaims (DRAWorkloadResourceClaims) and
+# parentCompositePodGroupName (CompositePodGroup minGroupCount) are honoured by the group cycle (scheduler/gang.py).
+UNSUPPORTED_PODGROUP_FIELDS: Mapping[str, str] = {}
 
 
 def unsupported(pod: Pod, podgroups: Mapping[str, Any]) -> str | None:

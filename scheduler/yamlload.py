@@ -1,0 +1,389 @@
+"""Bounded YAML loading for everything the scheduler reads from files (``simulate`` inputs, ``check-config``).
+
+The input of ``simulate`` and of a configuration is written by users; a scheduler reading objects any
+namespace user can write must not let one file burn CPU or memory without bound or end in a traceback.
+What the API server path (``sigs.k8s.io/yaml`` → JSON → typed decoding) refuses is refused here, with
+an error naming the file, the document and the field:
+
+* **UTF-8 only** — other bytes are refused with their offset (the API server takes UTF-8 JSON only).
+* **Aliases** — an alias is a reference, so PyYAML would build a small graph whose *expansion* (what a
+  JSON encoder, a deep copy or any walk sees) can be exponential ("billion laughs"). A document whose
+  expanded node count exceeds ``max(ALIAS_EXPANSION_FACTOR × its real node count,
+  MIN_EXPANDED_NODES)``, or that uses more than :data:`MAX_ALIASES` aliases, is refused (go-yaml v3 has
+  the same kind of "excessive aliasing" rule). Recursive aliases (a cyclic document) are refused.
+* **Depth** — nesting deeper than :data:`MAX_DEPTH` levels (after alias expansion) is refused before
+  the recursive composer can overflow the stack.
+* **Integers** — more than :data:`MAX_INT_DIGITS` digits are refused (Python refuses to convert more
+  than 4,300 digits with a ``ValueError``; Kubernetes' JSON decoding refuses anything beyond
+  int64/float64 anyway).
+* **Timestamps** stay strings (``creationTimestamp: 2024-01-01T00:00:00Z`` is a string in the API's JSON).
+  ``!!binary`` stays its base64 text. ``!!set``, ``!!omap``/``!!pairs`` and ``.nan``/``.inf`` have no
+  JSON form and are refused with their path.
+* **Duplicate keys** in one mapping are refused (``kubectl`` says "mapping key already defined").
+  Scalar non-string keys (``1: a``, ``true: b``) become their source text, as the YAML → JSON
+  conversion does; other keys are refused.
+
+:func:`load_documents` returns plain JSON-compatible data (dict/list/str/int/float/bool/None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+__all__ = [
+    "ALIAS_EXPANSION_FACTOR",
+    "MAX_ALIASES",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MIN_EXPANDED_NODES",
+    "YAMLLoadError",
+    "decode_utf8",
+    "field_path",
+    "load_documents",
+    "load_file",
+]
+
+MAX_DEPTH = 100
+MAX_INT_DIGITS = 100
+MAX_ALIASES = 10_000
+ALIAS_EXPANSION_FACTOR = 10
+MIN_EXPANDED_NODES = 100_000
+
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_STR = "tag:yaml.org,2002:str"
+
+
+class YAMLLoadError(ValueError):
+    """A file, or one document of it, could not be loaded. ``str()`` names file, document and field."""
+
+    def __init__(self, source: str, message: str, document: int | None = None, path: str = "") -> None:
+        where = source
+        if document is not None:
+            where += f": document {document}"
+        if path:
+            where += f": {path if len(path) <= 160 else path[:80] + '...' + path[-60:]}"
+        super().__init__(f"{where}: {message}")
+        self.source = source
+        self.document = document
+        self.path = path
+        self.message = message
+
+
+class _Limit(yaml.YAMLError):
+    def __init__(self, message: str, path: str = "", mark: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.mark = mark
+
+
+def field_path(parts: list[str | int] | tuple[str | int, ...]) -> str:
+    """``["spec", "containers", 0, "name"]`` → ``spec.containers[0].name``."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif out:
+            out += f".{p}"
+        else:
+            out = str(p)
+    return out
+
+
+class _BoundedConstructor(SafeConstructor):
+    def construct_yaml_int(self, node: ScalarNode) -> int:  # type: ignore[override]
+        digits = sum(c.isdigit() or c in "abcdefABCDEF" for c in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise _Limit(f"integer with {digits} digits (at most {MAX_INT_DIGITS})", mark=node.start_mark)
+        value: int = super().construct_yaml_int(node)
+        return value
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:  # type: ignore[override]
+        value: float = super().construct_yaml_float(node)
+        if math.isnan(value) or math.isinf(value):
+            raise _Limit(f"{node.value!r} is not a JSON number (NaN and infinities are refused)", mark=node.start_mark)
+        return value
+
+    def construct_as_string(self, node: Node) -> str:
+        return str(self.construct_scalar(node))  # type: ignore[arg-type]
+
+    def construct_refused(self, node: Node) -> Any:
+        raise _Limit(f"the YAML type {node.tag} has no JSON form", mark=node.start_mark)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+        # Duplicate keys (explicit ones: keys brought in by a '<<' merge may be overridden).
+        if isinstance(node, MappingNode):
+            seen: dict[str, Any] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    k = key_node.value
+                    if k in seen:
+                        raise _Limit(
+                            f"duplicate key {k!r} (mapping key already defined at line {seen[k].line + 1})",
+                            mark=key_node.start_mark,
+                        )
+                    seen[k] = key_node.start_mark
+        self.flatten_mapping(node)
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, ScalarNode):
+                key = self.construct_object(key_node, deep=deep)
+                if not isinstance(key, str):
+                    key = str(key_node.value)  # 1: a, true: b -> "1", "true" as YAML -> JSON does
+            else:
+                raise _Limit("a mapping key must be a scalar", mark=key_node.start_mark)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+_BoundedConstructor.add_constructor("tag:yaml.org,2002:int", _BoundedConstructor.construct_yaml_int)
+_BoundedConstructor.add_constructor("tag:yaml.org,2002:float", _BoundedConstructor.construct_yaml_float)
+_BoundedConstructor.add_constructor(_TIMESTAMP, _BoundedConstructor.construct_as_string)
+_BoundedConstructor.add_constructor("tag:yaml.org,2002:binary", _BoundedConstructor.construct_as_string)
+for _tag in ("set", "omap", "pairs"):
+    _BoundedConstructor.add_constructor(f"tag:yaml.org,2002:{_tag}", _BoundedConstructor.construct_refused)
+_BoundedConstructor.add_constructor(None, _BoundedConstructor.construct_refused)  # unknown !tags
+
+
+class _Loader(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    _BoundedConstructor,
+    yaml.resolver.Resolver,
+):
+    """SafeLoader with bounded composition, no implicit timestamps and the constructor above."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _BoundedConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._depth = 0
+        self._aliases = 0
+        self._nodes = 0
+
+    def compose_document(self) -> Node | None:
+        self._depth = 0
+        self._aliases = 0
+        self._nodes = 0
+        node: Node | None = super().compose_document()
+        if node is not None:
+            _check_expansion(node, self._nodes)
+        return node
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(yaml.events.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Limit(f"more than {MAX_ALIASES} aliases in one document", mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        self._depth += 1
+        self._nodes += 1
+        if self._depth > MAX_DEPTH:
+            raise _Limit(f"nested deeper than {MAX_DEPTH} levels", mark=self.peek_event().start_mark)
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
+
+
+# The implicit resolvers of SafeLoader without timestamps: "2024-01-01" stays a string.
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != _TIMESTAMP]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_expansion(root: Node, real_nodes: int) -> None:
+    """Expanded node count and height of the node graph (aliases share nodes), cycles refused."""
+    limit = max(ALIAS_EXPANSION_FACTOR * real_nodes, MIN_EXPANDED_NODES)
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if done:
+            on_path.discard(nid)
+            kids = _children(node)
+            s = 1 + sum(size[id(k)] for k in kids)
+            h = 1 + max((height[id(k)] for k in kids), default=0)
+            if s > limit:
+                raise _Limit(
+                    f"excessive aliasing: the document expands to more than {limit:,} nodes", mark=node.start_mark
+                )
+            if h > MAX_DEPTH:
+                raise _Limit(f"nested deeper than {MAX_DEPTH} levels (through aliases)", mark=node.start_mark)
+            size[nid] = s
+            height[nid] = h
+            continue
+        if nid in size:
+            continue
+        if nid in on_path:
+            raise _Limit("recursive alias (the document refers to itself)", mark=node.start_mark)
+        on_path.add(nid)
+        stack.append((node, True))
+        for k in _children(node):
+            if id(k) not in size:
+                stack.append((k, False))
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    """Strict UTF-8 (a leading BOM is dropped); the error names the byte offset."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise YAMLLoadError(
+            source, f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} ({e.reason})"
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _mark_text(mark: Any) -> str:
+    if mark is None:
+        return ""
+    return f"line {mark.line + 1}, column {mark.column + 1}: "
+
+
+def _path_at(text: str, document: int, index: int) -> str:
+    """The field path of the node that starts at character ``index`` of document ``document`` (best effort,
+    from the event stream only: it works where composing refused the document)."""
+    frames: list[list[Any]] = []  # [kind, key-or-index, expecting_key]
+    doc = -1
+    best = ""
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(ev, yaml.DocumentStartEvent):
+                doc += 1
+                frames = []
+                continue
+            if doc != document or isinstance(ev, yaml.DocumentEndEvent | yaml.StreamEndEvent):
+                if doc > document:
+                    break
+                continue
+            if isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                frames.pop()
+                if frames:
+                    _advance(frames[-1])
+                continue
+            top = frames[-1] if frames else None
+            is_key = top is not None and top[0] == "map" and top[2]
+            if is_key and isinstance(ev, yaml.ScalarEvent):
+                top[1] = ev.value  # type: ignore[index]
+            if ev.start_mark.index >= index:
+                here = [f[1] for f in frames if f[1] is not None]
+                if is_key and isinstance(ev, yaml.ScalarEvent):
+                    pass  # the key itself (e.g. a duplicate key): its path includes it
+                best = field_path(here)
+                break
+            if isinstance(ev, yaml.MappingStartEvent):
+                frames.append(["map", None, True])
+            elif isinstance(ev, yaml.SequenceStartEvent):
+                frames.append(["seq", 0, False])
+            elif top is not None:
+                _advance(top)
+    except yaml.YAMLError:
+        pass
+    return best
+
+
+def _advance(frame: list[Any]) -> None:
+    if frame[0] == "map":
+        frame[2] = not frame[2]
+    else:
+        frame[1] += 1
+
+
+def _walk_json(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], Any]]:
+    """(path, value) of every value that is not JSON-compatible (defensive: the constructor refuses them)."""
+    stack: list[tuple[Any, list[str | int]]] = [(value, path)]
+    while stack:
+        v, p = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    yield [*p, str(k)], k
+                stack.append((x, [*p, k]))
+        elif isinstance(v, list):
+            stack.extend((x, [*p, i]) for i, x in enumerate(v))
+        elif v is None or isinstance(v, str | bool | int):
+            continue
+        elif isinstance(v, float):
+            if math.isnan(v) or math.isinf(v):
+                yield p, v
+        else:
+            yield p, v
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    index: int
+    data: Any
+
+
+def load_documents(text: str | bytes, source: str) -> list[Document]:
+    """Every document of ``text`` (empty ones included as ``None``), bounded as the module docstring says.
+
+    Raises :class:`YAMLLoadError` naming ``source``, the document (0-based) and, where known, the line.
+    """
+    if isinstance(text, bytes):
+        text = decode_utf8(text, source)
+    docs: list[Document] = []
+    index = 0
+    loader: _Loader | None = None
+    try:
+        loader = _Loader(text)
+        while loader.check_node():
+            node = loader.get_node()
+            data = None if node is None else loader.construct_document(node)
+            for p, bad in _walk_json(data, []):
+                raise YAMLLoadError(source, f"value {bad!r} has no JSON form", index, field_path(p))
+            docs.append(Document(index, data))
+            index += 1
+    except _Limit as e:
+        path = e.path or (_path_at(text, index, e.mark.index) if e.mark is not None else "")
+        raise YAMLLoadError(source, f"{_mark_text(e.mark)}{e.message}", index, path) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = e.problem or e.context or str(e)
+        raise YAMLLoadError(source, f"invalid YAML: {_mark_text(mark)}{problem}", index) from None
+    except yaml.YAMLError as e:
+        raise YAMLLoadError(source, f"invalid YAML: {e}", index) from None
+    except (ValueError, TypeError, OverflowError) as e:  # a constructor refused a scalar
+        raise YAMLLoadError(source, f"invalid value: {e}", index) from None
+    except RecursionError:
+        raise YAMLLoadError(source, f"nested deeper than {MAX_DEPTH} levels", index) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return docs
+
+
+def load_file(path: str) -> list[Document]:
+    """:func:`load_documents` of a file read as bytes. OSError is turned into :class:`YAMLLoadError`."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise YAMLLoadError(path, f"cannot read: {e.strerror or e}") from None
+    return load_documents(data, path)

@@ -712,6 +712,166 @@ def check_state(pods: Sequence[JSON], claims: Sequence[JSON]) -> list[str]:
     return problems
 
 
+# --------------------------------------------------------------------------------------------------
+# Preemption: priority classes, held deletions, recorded watch streams
+# --------------------------------------------------------------------------------------------------
+
+HOLD_FINALIZER = "e2e.dra-scheduler.io/hold"  # keeps a deleted pod Terminating until the test releases it
+
+
+def priority_class(name: str, value: int, preemption_policy: str | None = None) -> JSON:
+    """A scheduling.k8s.io/v1 PriorityClass; the API server's Priority admission copies ``value`` (and
+    ``preemptionPolicy``) into the ``spec.priority`` of pods naming it in ``priorityClassName``."""
+    pc: JSON = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": value, "description": "dra-scheduler e2e"}
+    if preemption_policy:
+        pc["preemptionPolicy"] = preemption_policy
+    return pc
+
+
+def release(kube: Kube, ns: str, name: str) -> None:
+    """Drop every finalizer of a pod (e.g. :data:`HOLD_FINALIZER`): a pod being deleted then goes away."""
+    try:
+        kube.patch("Pod", name, {"metadata": {"finalizers": None}}, ns)
+    except KubeError as e:
+        if e.status != 404:
+            raise
+
+
+def condition(obj: JSON, type_: str) -> JSON | None:
+    """The status condition of ``type_`` (None when absent)."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return dict(c)
+    return None
+
+
+class Recorder:
+    """Every watch event of one kind (one namespace, or all) from a consistent list on, recorded by a thread.
+
+    ``initial`` holds the listed objects; ``events`` the ``(monotonic time, type, object)`` of every ADDED,
+    MODIFIED and DELETED after that list, in the API server's (resourceVersion) order; the watch is
+    re-opened from the last resourceVersion when the server ends it. Use as a context manager, or
+    ``start()`` / ``stop()``."""
+
+    def __init__(self, kube: Kube, kind: str, namespace: str = "") -> None:
+        self.kube = kube
+        self.kind = kind
+        self.namespace = namespace
+        self.initial: builtins.list[JSON] = []
+        self.events: builtins.list[tuple[float, str, JSON]] = []
+        self.error: str | None = None
+        self._rv = ""
+        self._stop = threading.Event()
+        self._conn: http.client.HTTPSConnection | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Recorder:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Recorder:
+        listed = self.kube.request("GET", KINDS[self.kind].path(self.namespace))
+        self.initial = listed.get("items", [])
+        self._rv = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, name=f"record-{self.kind}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            q = urlencode({"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": 300,
+                           "resourceVersion": self._rv})
+            conn = http.client.HTTPSConnection(self.kube.host, self.kube.port, context=self.kube.ctx, timeout=330)
+            with self._lock:
+                self._conn = conn
+            try:
+                conn.request("GET", KINDS[self.kind].path(self.namespace) + "?" + q,
+                             headers={"Authorization": f"Bearer {self.kube.token}"})
+                resp = conn.getresponse()
+                if resp.status != 200:
+                    self.error = f"watch {self.kind}: HTTP {resp.status}: {resp.read()[:300]!r}"
+                    return
+                while not self._stop.is_set():
+                    line = resp.readline()
+                    if not line:
+                        break
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        self.error = f"watch {self.kind}: {obj.get('message')}"
+                        return
+                    self._rv = obj.get("metadata", {}).get("resourceVersion") or self._rv
+                    if ev.get("type") != "BOOKMARK":
+                        self.events.append((time.monotonic(), ev["type"], obj))
+            except ValueError as e:
+                self.error = f"watch {self.kind}: {e!r}"
+                return
+            except (OSError, http.client.HTTPException):
+                if not self._stop.is_set():
+                    time.sleep(0.1)  # server restart or lost connection: re-watch from the last version
+            finally:
+                conn.close()
+
+    def stop(self, settle: float = 0.3) -> None:
+        """Give events in flight ``settle`` seconds, then end the watch."""
+        if self._thread is None:
+            return
+        time.sleep(settle)
+        self._stop.set()
+        with self._lock:
+            sock = self._conn.sock if self._conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(10)
+        self._thread = None
+
+    def versions(self, name: str) -> builtins.list[tuple[str, JSON]]:
+        """(event type, object) of every recorded version of the object ``name`` (namespace ignored)."""
+        return [(t, o) for _, t, o in self.events if o.get("metadata", {}).get("name") == name]
+
+
+def replay_device_owners(
+    initial: Sequence[JSON], events: Sequence[tuple[float, str, JSON]]
+) -> tuple[int, builtins.list[str]]:
+    """Replay ResourceClaim watch events in order from the listed ``initial`` claims and check, in every
+    state the cluster went through, that no device is allocated to two claims. Returns (number of states
+    checked, violations)."""
+    alloc: dict[str, builtins.list[tuple[str, str, str]]] = {}
+
+    def key(c: JSON) -> str:
+        return f"{c['metadata'].get('namespace', '')}/{c['metadata']['name']}"
+
+    def check(where: str) -> builtins.list[str]:
+        owners: dict[tuple[str, str, str], str] = {}
+        found: builtins.list[str] = []
+        for k, devs in alloc.items():
+            for d in devs:
+                if d in owners:
+                    found.append(f"{where}: device {'/'.join(d)} allocated to {owners[d]} and {k}")
+                owners[d] = k
+        return found
+
+    for c in initial:
+        alloc[key(c)] = allocated_devices(c)
+    problems = check("initial list")
+    states = 1
+    for _, typ, obj in events:
+        if typ == "DELETED":
+            alloc.pop(key(obj), None)
+        else:
+            alloc[key(obj)] = allocated_devices(obj)
+        states += 1
+        problems += check(f"after {typ} {key(obj)} (resourceVersion {obj['metadata'].get('resourceVersion')})")
+    return states, problems
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from e2e import cluster
 

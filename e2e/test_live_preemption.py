@@ -15,9 +15,10 @@ device is allocated to two claims in any state the cluster went through.
 * The same with a victim that terminates slowly (a test finalizer keeps it Terminating 2 s, as a kubelet's
   grace period would): meanwhile its claim stays allocated, the preemptor stays nominated and unbound
   (``PodEligibleToPreemptOthers``: "not eligible due to a terminating pod on the nominated node."); once it
-  is gone, the preemptor must land on that node and nothing else may be evicted. Marked xfail: dra-scheduler
-  retries the preemptor on the victim's Pod Delete event before kube-controller-manager released the claim,
-  and evicts the priority-500 pod as well (see the test's reason).
+  is gone, the preemptor must land on that node and nothing else may be evicted. (This found a race: the
+  victim's Pod Delete event retried the preemptor before kube-controller-manager released the claim; a claim
+  on the nominated node still reserved only by gone pods now makes the preemptor wait, as a terminating
+  victim does.)
 * PodDisruptionBudgets (``FilterVictimsWithPDBViolation``, ``pickOneNodeForPreemption`` rule 1): two
   victims of equal priority on two nodes. Without a budget the one that started later is evicted (rule 5:
   latest start time); with a PDB over it whose ``disruptionsAllowed`` is 0 (computed live by
@@ -330,11 +331,6 @@ def test_high_priority_gpu_pod_preempts_a_low_priority_one(kube: Kube, classes: 
           f"victim's claim {low_name}:\n  " + "\n  ".join(history))
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "BUG (report of the preemption e2e): a victim that terminates slowly (kubelet grace period; here a test "
-    "finalizer) is deleted; the Pod Delete event retries the preemptor at once, before kube-controller-manager "
-    "released the victim's claim: its nominated node shows the devices in use and no pod left to evict, "
-    "PodEligibleToPreemptOthers lets it preempt again and it evicts the priority-500 pod on the other node"))
 def test_preemptor_waits_while_its_victim_terminates(kube: Kube, classes: None) -> None:
     """The victim stays Terminating for 2 s (:data:`HOLD_FINALIZER`, standing in for the kubelet's grace
     period): its claim stays allocated (kube-controller-manager keeps the reservation of a scheduled pod until

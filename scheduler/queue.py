@@ -313,8 +313,14 @@ class SchedulingQueue:
         now = self._clock.now()
         self._flush_backoff(now)
         if not self._active:
-            self._wakeup.clear()
-            return None
+            e_b = self._early_backoff()
+            if e_b is None:
+                self._wakeup.clear()
+                return None
+            # SchedulerPopFromBackoffQ (KEP-5142, beta and on since 1.33): with nothing active, a pod backing
+            # off after a rejection (not after an error) is tried at once instead of leaving the scheduler idle.
+            self._backoff.remove(e_b)
+            self._active.push(e_b)
         e = self._active.pop()
         self._cycle += 1
         e.pool = IN_FLIGHT
@@ -329,6 +335,17 @@ class SchedulingQueue:
         if not self._active:
             self._wakeup.clear()
         return info
+
+    def _early_backoff(self) -> _Entry | None:
+        """The backoff pod ``pop`` may take early: rejected by plugins (upstream's entityBackoffQ), not backing
+        off after an error (entityErrorBackoffQ); the one whose backoff ends first, then by queue order."""
+        best: _Entry | None = None
+        for e in self._backoff:
+            if not e.info.unschedulable_plugins:
+                continue
+            if best is None or (e.expiry, e.seq) < (best.expiry, best.seq):
+                best = e
+        return best
 
     def pop_key(self, key: str) -> QueuedPodInfo | None:
         """Take a specific queued pod (active, backoff, unschedulable; not gated or in flight) into
@@ -507,6 +524,8 @@ class SchedulingQueue:
             e.expiry = expiry
             e.pool = BACKOFF
             self._backoff.push(e)
+            if e.info.unschedulable_plugins:
+                self._wakeup.set()  # ``pop`` may take it early when nothing is active (SchedulerPopFromBackoffQ)
             return True
         return self._to_active(e, checked)
 

@@ -284,3 +284,33 @@ def test_property_no_device_twice_and_every_victim_had_lower_priority(
         assert preemptor["spec"]["priority"] > victim["spec"]["priority"]
         assert any(c["type"] == "DisruptionTarget" for c in victim["status"]["conditions"])
         assert pods[preemptor["metadata"]["name"]]["spec"].get("nodeName"), "preempted for nothing"
+
+
+def test_gone_victim_whose_claim_is_still_allocated_does_not_trigger_a_second_preemption() -> None:
+    """Found live (e2e/test_live_preemption.py): the victim on the nominated node is gone, but kube-controller-
+    manager has not deallocated its claim yet. Upstream's PodEligibleToPreemptOthers only looks for terminating
+    victims on the nominated node; we also treat a claim there that is allocated and reserved only by pods no
+    longer on the node as "still being released", so the preemptor waits for that claim's update instead of
+    evicting a second, higher-priority pod on another node."""
+    from tests.test_preemption import Cluster
+
+    base = [*scale_fleet(2, gpus_per_node=2), *templates(), *CLASSES]
+    first = run([*base, gpu_pod("low", "low", "gpus-2"), gpu_pod("mid", "mid", "gpus-2")])
+    pods = by_name(first.items, "Pod")
+    low_node = pods["low"]["spec"]["nodeName"]
+    low_claim = pod_claim(first, "low")
+    kept = [o for o in first.items if o["kind"] in ("Pod", "ResourceClaim") and o["metadata"]["name"] != "low"]
+    assert any(o is low_claim for o in kept)  # the victim's claim: still allocated, reserved for "low"
+    high = gpu_pod("high", "high", shared="high-gpus")
+    high["spec"]["priority"] = 1000
+    kept.append(claim("high-gpus", 2))
+    high["status"] = {"nominatedNodeName": low_node}
+    c = Cluster([o for o in [*base, *kept, high] if o["kind"] != "PriorityClass"])
+    res, st = c.post_filter("high")
+    assert res is None or res.nominated_node_name in ("", low_node), res
+    assert "still being released" in st.message, st
+    # control: once the claim is released (deallocated), preemption is eligible again and needs no victim there
+    low_claim["status"] = {}
+    c2 = Cluster([o for o in [*base, *kept, high] if o["kind"] != "PriorityClass"])
+    _, st2 = c2.post_filter("high")
+    assert "still being released" not in st2.message

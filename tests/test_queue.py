@@ -699,3 +699,30 @@ def test_event_for_a_pod_in_flight_sends_it_to_backoff() -> None:
     assert q.on_event_for("ns/a", "ResourceClaim", "Add") == 0  # in flight: recorded, not moved
     q.add_unschedulable(info, {DRA}, cycle)
     assert q.pool("ns/a") == "backoff"
+
+
+def test_pop_takes_a_rejected_backoff_pod_early_when_nothing_is_active() -> None:
+    """SchedulerPopFromBackoffQ (KEP-5142, beta/on since 1.33; kubernetes v1.37.2 backend/queue/active_queue.go
+    unlockedPop): with the active queue empty, Pop takes the head of the backoff queue of pods rejected by
+    plugins; pods backing off after an error (entityErrorBackoffQ) still wait out their backoff."""
+    q, clock = new_queue(FakeClock(100.0))
+    q.add(make_pod("rejected"))
+    q.add(make_pod("errored"))
+    a = q.pop()
+    b = q.pop()
+    assert a is not None and b is not None
+    rejected, errored = (a, b) if a.pod.name == "rejected" else (b, a)
+    q.add_unschedulable(rejected, {"NodeResourcesFit"}, q.scheduling_cycle)
+    q.done(rejected.pod.key)
+    q.add_backoff(errored)
+    q.done(errored.pod.key)
+    q.on_event("Node", "Add")  # moves the rejected pod: still backing off -> backoff queue
+    rk, ek = rejected.pod.key, errored.pod.key
+    assert q.pool(rk) == "backoff" and q.pool(ek) == "backoff"
+    got = q.pop()
+    assert got is not None and got.pod.name == "rejected"  # early, no clock advance
+    q.done(got.pod.key)
+    assert q.pop() is None  # the errored pod waits for its backoff
+    clock.set(clock.now() + 10)
+    got = q.pop()
+    assert got is not None and got.pod.name == "errored"

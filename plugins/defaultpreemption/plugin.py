@@ -29,6 +29,11 @@ DynamicResources' Filter says Unschedulable rather than UnschedulableAndUnresolv
 are in use, so such nodes become candidates. Nothing is evicted unless the dry run proved that the pod fits
 after the evictions, and only lower-priority pods are victims.
 
+Topology (goes beyond upstream; :mod:`plugins.defaultpreemption.topology`): with GpuTopology in the profile, among
+victim sets no worse than upstream's on each of its criteria the one leaving the preemptor the best-connected
+GPUs is chosen on each node, and among equally ranked candidate nodes the one where the preemptor's GPUs are best
+connected. Without GpuTopology (or with ``topology_aware`` False) the choice is upstream's.
+
 Hooks for workload-aware preemption (a later pass): :meth:`DefaultPreemption.victims_on_node` builds the
 victims of a node (one :class:`~plugins.defaultpreemption.core.Victim` per pod today; a PodGroup with
 ``disruptionMode: all`` would be one victim), ``eligible`` adds a rule on victims, ``tie_breakers`` extends
@@ -55,6 +60,8 @@ from plugins.defaultpreemption.core import (
     terminating_by_preemption,
 )
 from plugins.defaultpreemption.executor import Executor
+from plugins.defaultpreemption.group import remote_nodes, victims_on_node
+from plugins.defaultpreemption.topology import TopologyPreference
 from scheduler.cache import NodeInfo, Snapshot
 from scheduler.framework.interface import (
     Code,
@@ -63,7 +70,7 @@ from scheduler.framework.interface import (
     PostFilterResult,
     Status,
 )
-from scheduler.model import Pod
+from scheduler.model import Pod, node_selector_matches
 from scheduler.workloads import PodDisruptionBudget
 
 NAME = "DefaultPreemption"
@@ -95,8 +102,31 @@ def fit_error(num_nodes: int, statuses: Mapping[str, Status], absent: str) -> st
     return msg
 
 
+def releasing_claims_on(snap: Snapshot, node: NodeInfo) -> bool:
+    """An allocated ResourceClaim on ``node`` whose every pod consumer is no longer on the node (deleted,
+    e.g. a preemption victim): kube-controller-manager is about to drop the reservation and deallocate it."""
+    present = {p.uid for p in node.pod_list}
+    name = node.name
+    labels = node.node.labels
+    for claim in snap.claims.values():
+        alloc = claim.allocation
+        if alloc is None or not claim.reserved_for:
+            continue
+        pods = [r for r in claim.reserved_for if r.resource == "pods" and not r.api_group]
+        if not pods or len(pods) != len(claim.reserved_for):
+            continue
+        if alloc.node_selector is None or not node_selector_matches(alloc.node_selector, labels, name):
+            continue
+        if not any(r.uid in present for r in pods):
+            return True
+    return False
+
+
 class DefaultPreemption:
     name: ClassVar[str] = NAME
+    # Topology-aware victim choice (plugins/defaultpreemption/topology.py; a no-op without GpuTopology). False:
+    # upstream's choice even with GpuTopology on (benchmarks compare the two).
+    topology_aware: bool = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         args = args or {}
@@ -111,7 +141,10 @@ class DefaultPreemption:
         # Upstream draws the dry run's starting node at random; a seeded generator keeps simulate repeatable.
         self.rand = random.Random(0)
         self.eligible: Eligible | None = None  # upstream IsEligiblePod (beyond "lower priority")
-        self.tie_breakers: list[ScoreFunc] = []  # after upstream's node choice functions
+        # after upstream's node choice functions; the first: the preemptor's device set (topology.py)
+        self.tie_breakers: list[ScoreFunc] = [self._topology_tie_breaker]
+        self._topology: TopologyPreference | None = None  # of the PostFilter call in progress
+        self.topology_stats: Counter[str] = Counter()  # TopologyPreference.stats summed over calls
 
     def set_handle(self, handle: FrameworkHandle) -> None:
         self.handle = handle
@@ -155,12 +188,14 @@ class DefaultPreemption:
             offset, num = self.offset_and_num_candidates(len(potential))
             candidates, node_statuses = self.dry_run_preemption(state, pod, potential, pdbs, offset, num)
         if not candidates:
+            self._topology = None
             errors = [s for s in node_statuses.values() if s.code == Code.ERROR]
             if errors:
                 return None, Status.error(errors[0].message)
             msg = fit_error(num_nodes, node_statuses, NOT_HELPFUL)
             return PostFilterResult(""), Status.unschedulable(msg)
         best = pick_one_candidate(candidates, self.tie_breakers)
+        self._topology = None
         if best is None:
             return None, Status.unschedulable("no candidate node for preemption")
         lower = [p for p in handle.nominated_pods_for_node(best.node) if p.priority < pod.priority]
@@ -187,7 +222,17 @@ class DefaultPreemption:
                 for p in info.pod_list:
                     if p.priority < pod.priority and terminating_by_preemption(p):
                         return False, "not eligible due to a terminating pod on the nominated node."
+                if releasing_claims_on(snap, info):
+                    # Beyond upstream (which cannot free devices): a victim that is gone may still hold its
+                    # devices until kube-controller-manager deallocates its claim. Preempting again now
+                    # would evict a second pod elsewhere; the claim's update requeues this pod instead.
+                    return False, (
+                        "not eligible due to devices of a preempted pod still being released on the nominated node."
+                    )
         return True, ""
+
+    def _topology_tie_breaker(self, c: Candidate) -> float:
+        return 0.0 if self._topology is None else self._topology.tie_breaker(c)
 
     def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
         """``GetOffsetAndNumCandidates``."""
@@ -196,8 +241,10 @@ class DefaultPreemption:
         )
 
     def victims_on_node(self, snap: Snapshot, node: NodeInfo) -> list[Victim]:
-        """Every pod on the node, each its own victim (``GetVictimsOnNode`` with GenericWorkload off)."""
-        return [Victim.of(p) for p in node.pod_list]
+        """``GetVictimsOnNode`` with GenericWorkload (plugins/defaultpreemption/group.py): each pod its own victim,
+        a pod of a ``scheduling.k8s.io`` PodGroup with its group's priority, a ``disruptionMode: all`` group one
+        victim with all its pods (also those on other nodes)."""
+        return victims_on_node(snap, node)
 
     def dry_run_preemption(
         self,
@@ -213,12 +260,15 @@ class DefaultPreemption:
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
+        self._topology = topo = TopologyPreference.of(state) if self.topology_aware else None
+        refine = topo.refine if topo is not None else None
         n = len(potential)
         for i in range(n):
             node = potential[(offset + i) % n]
             dry = self.handle.dry_run(state, pod, node)
             victims, violations, st = select_victims_on_node(
-                dry, pod.priority, self.victims_on_node(state.snapshot, node), pdbs, self.eligible
+                dry, pod.priority, self.victims_on_node(state.snapshot, node), pdbs, self.eligible,
+                remote=remote_nodes(state.snapshot), refine=refine,
             )
             if st.is_success and victims:
                 c = Candidate(node.name, tuple(victims), violations)
@@ -231,4 +281,6 @@ class DefaultPreemption:
             if st.is_success:
                 st = Status.error(f'expected at least one victim pod on node "{node.name}"')
             statuses[node.name] = st
+        if topo is not None:
+            self.topology_stats.update(topo.stats)
         return non_violating + violating, statuses

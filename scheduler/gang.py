@@ -47,6 +47,14 @@ The search scales with the number of *kinds* of members, not with the number of 
    ledger while it yielded. If so, the placement found is re-validated before anything is written (members
    unchanged, nodes present and unchanged, node resources not overcommitted, no device taken by another claim)
    and searched again (``MAX_RESTARTS``) when it is no longer valid; then the group is retried later.
+6. **Preemption.** A group that does not fit (not a search that merely ran out of budget) is handed to
+   workload-aware preemption (:mod:`plugins.defaultpreemption.group`, DefaultPreemption's ``PodGroupPostFilter``
+   when DefaultPreemption is a PostFilter of the profile): its dry runs run this same search on a private copy of
+   the cache without the victims (``_DryRunOracle``); on success each placed member is nominated to its node, the
+   status writes go out, then the victims are evicted, and the group is retried once they are gone. While a group
+   is searched, its own members' nominations are taken out of the nominator (they hold the group's own room; upstream
+   deletes a member's nomination when it is assumed), and every Filter runs with the nominated pods of equal or
+   higher priority (``Framework.filter_node``), so room held for other preemptors is respected.
 """
 
 from __future__ import annotations
@@ -55,19 +63,22 @@ import asyncio
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
+from plugins.defaultpreemption.group import GroupPreemption, Placement, group_preemptor, preempt_group
+from plugins.defaultpreemption.plugin import DefaultPreemption
 from plugins.dra.allocator import AllocationError, ClaimAllocation
 from plugins.dra.plugin import GROUP_PENDING_KEY, DynamicResources
 from plugins.topology.domains import Attempt, Level, Plan, find_level, plan
 from plugins.topology.plugin import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, GpuTopology, placement_note
 from scheduler.api import ApiError
-from scheduler.cache import NodeInfo
+from scheduler.cache import Cache, NodeInfo
 from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
+from scheduler.framework.nominator import OVERRIDE
 from scheduler.framework.runtime import Framework
 from scheduler.gang_capacity import (
     CapacityModel,
@@ -200,6 +211,66 @@ def group_key(pod: Pod) -> str | None:
     return f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else None
 
 
+class _ForkedScheduler:
+    """The scheduler as a dry-run group search sees it: the real one, except for the cache (a private copy,
+    :func:`plugins.defaultpreemption.group.fork_cache`)."""
+
+    def __init__(self, real: Scheduler, cache: Cache) -> None:
+        self._real = real
+        self.cache = cache
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class _DryRunOracle:
+    """The group's own placement search, run on a copy of the cache for group preemption
+    (:class:`plugins.defaultpreemption.group.Oracle`): what the group cycle will run once the victims are gone."""
+
+    def __init__(
+        self, gang: GangScheduler, fw: Framework, members: list[Pod], need: int, pg: PodGroup, bound: Sequence[Pod]
+    ) -> None:
+        self.gang = gang
+        self.fw = fw
+        self.members = members
+        self.need = need
+        self.pg = pg
+        self.bound = bound
+        self._shadow_of: tuple[Cache, GangScheduler] | None = None
+
+    def _shadow(self, cache: Cache) -> GangScheduler:
+        if self._shadow_of is not None and self._shadow_of[0] is cache:
+            return self._shadow_of[1]
+        g = GangScheduler(cast("Scheduler", _ForkedScheduler(self.gang.s, cache)), self.gang.group_score)
+        g._matches = self.gang._matches  # which devices match a class: valid for the copy too
+        self._shadow_of = (cache, g)
+        return g
+
+    async def search(self, cache: Cache) -> tuple[Placement | None, str]:
+        g = self._shadow(cache)
+        self.gang.stats["preemption_searches"] += 1
+        search, result = await g._search_once(
+            self.fw, list(self.members), self.need, self.pg, GroupState(first_attempt=0.0), None, self.bound
+        )
+        placement = [(pl.pod, pl.node) for pl in result.placed] if result.placed is not None else None
+        g._undo_all(search)
+        return placement, result.reason
+
+    async def check(self, cache: Cache, placement: Placement) -> bool:
+        g = self._shadow(cache)
+        self.gang.stats["preemption_checks"] += 1
+        snap = cache.snapshot()
+        search = _Search(self.fw, {ni.name: i for i, ni in enumerate(snap.nodes)}, (), {})
+        ok = True
+        for m, node in placement:
+            if g._place(search, m, node) is None:
+                ok = False
+                break
+        g._undo_all(search)
+        await g._tick()
+        return ok
+
+
 class GangScheduler:
     def __init__(self, sched: Scheduler, group_score: GroupScore | None = None) -> None:
         self.s = sched
@@ -221,6 +292,9 @@ class GangScheduler:
             "restarts": 0,
             "yields": 0,
             "max_slice_ms": 0,
+            "preemptions": 0,  # group preemptions that chose victims
+            "preemption_searches": 0,  # dry-run group searches (plugins/defaultpreemption/group.py)
+            "preemption_checks": 0,  # dry-run checks of a fixed placement (reprieve)
         }
         self._slice_start = time.perf_counter()
         self._dirty = False  # the cluster changed while the search yielded
@@ -290,7 +364,12 @@ class GangScheduler:
         gs.attempts += 1
         fw = s.profiles[pod.scheduler_name]
         t0 = time.perf_counter()
-        result = await self._search_group(fw, placeable, need, pg, gs)
+        saved = self._take_nominations(placeable)
+        try:
+            result = await self._search_group(fw, placeable, need, pg, gs)
+        except BaseException:
+            self._give_back(saved)
+            raise
         self.search_seconds[key] = time.perf_counter() - t0
         placed = result.placed
         log.info(
@@ -307,15 +386,28 @@ class GangScheduler:
                 f"pod group {key}: cannot place minMember {pg.min_member} pods together ({len(bound)} bound): "
                 f"{result.reason}"
             )
-            if result.retry:
+            pre: GroupPreemption | None = None
+            if not result.retry:
+                try:
+                    pre = await self._preempt(fw, pg, placeable, need, bound, {p.key for p in members}, saved)
+                except BaseException:
+                    self._give_back(saved)
+                    raise
+            if result.retry or (pre is not None and pre.retry):
+                self._give_back(saved)
                 await self._retry_later(list(infos.values()), self._timeout_note(pg, gs, msg), gs)
             else:
-                self._fail(list(infos.values()), Status.unschedulable(self._timeout_note(pg, gs, msg)), cycle, gs)
+                if pre is not None and pre.message:
+                    msg = f"{msg}; {pre.message}"
+                noms = saved if pre is None else pre.nominations
+                self._fail(list(infos.values()), Status.unschedulable(self._timeout_note(pg, gs, msg)), cycle, gs, noms)
                 await s.flush_writes()
+                await self._run_preemption(pre, placeable)
             self.cycle_seconds[key] = time.perf_counter() - t0
             return True
         # unplaced pending members (beyond minMember) go back to the queue individually
         placed_keys = {pl.pod.key for pl in placed}
+        self._give_back(saved, placed_keys)
         rest = [infos[k] for k in infos if k not in placed_keys]
         for r in rest:
             self.last_results["unschedulable"] += 1
@@ -444,29 +536,53 @@ class GangScheduler:
         t0 = time.perf_counter()
         self._slice_start = t0
         node: PodGroup | CompositePodGroup = pg if root is None else root
-        ok, why = await self._search_tree(fw, node, None, leaves, podgroups, composites)
+        saved = self._take_nominations([p for lf in leaves.values() for p in lf.placeable])
+        try:
+            ok, why = await self._search_tree(fw, node, None, leaves, podgroups, composites)
+        except BaseException:
+            self._give_back(saved)
+            raise
         placed = [pl for lf in leaves.values() if lf.placed for pl in lf.placed]
         self.search_seconds[key] = time.perf_counter() - t0
         log.info("pod group cycle", group=node.meta.key, members=len(infos), placed=len(placed), ok=ok)
         if not ok or not placed:
             self.stats["failed"] += 1
             retry = any(lf.retry for lf in leaves.values())
+            pre: GroupPreemption | None = None
+            if not retry and root is None:
+                # workload-aware preemption (PodGroupPostFilter); not for a CompositePodGroup tree
+                try:
+                    pre = await self._preempt(
+                        fw, pg, me.placeable, max(1, pg.min_member - len(me.bound)), me.bound,
+                        {p.key for p in (*me.bound, *me.pending)}, saved,
+                    )
+                except BaseException:
+                    self._give_back(saved)
+                    raise
+                retry = pre is not None and pre.retry
+            if retry:
+                self._give_back(saved)
             for lf in leaves.values():
                 msg = lf.reason or why or "no member could be placed"
                 if not msg.startswith("pod group ") and not msg.startswith("composite pod group "):
                     msg = f"pod group {lf.key}: cannot place minCount {lf.pg.min_member} pods together: {msg}"
+                if pre is not None and pre.message and lf is me:
+                    msg = f"{msg}; {pre.message}"
                 lf.gs.message = msg
                 lf.gs.condition = (False, REASON_UNSCHEDULABLE, msg)
                 mine = [infos[p.key] for p in lf.placeable]
                 if retry:
                     await self._retry_later(mine, msg, lf.gs)
                 else:
-                    self._fail(mine, Status.unschedulable(msg), cycle, lf.gs)
+                    self._fail(mine, Status.unschedulable(msg), cycle, lf.gs, saved if pre is None else pre.nominations)
             await s.flush_writes()
             await self._write_conditions(list(leaves))
+            if not retry:
+                await self._run_preemption(pre, me.placeable)
             self.cycle_seconds[key] = time.perf_counter() - t0
             return True
         placed_keys = {pl.pod.key for pl in placed}
+        self._give_back(saved, placed_keys)
         for lf in leaves.values():
             rest = [infos[p.key] for p in lf.placeable if p.key not in placed_keys]
             got = [pl for pl in lf.placed or ()]
@@ -486,7 +602,7 @@ class GangScheduler:
                     "group; "
                     f"no room for this one{': ' + lf.reason if lf.reason and not got else ''}"
                 )
-                self._fail(rest, Status.unschedulable(msg), cycle, lf.gs)
+                self._fail(rest, Status.unschedulable(msg), cycle, lf.gs, saved)
         await s.flush_writes()
         for lf in leaves.values():
             if lf.placed:
@@ -776,12 +892,21 @@ class GangScheduler:
             return f"{msg} (scheduleTimeoutSeconds {timeout} expired)"
         return msg
 
-    def _fail(self, infos: Sequence[QueuedPodInfo], status: Status, cycle: int, gs: GroupState) -> None:
+    def _fail(
+        self,
+        infos: Sequence[QueuedPodInfo],
+        status: Status,
+        cycle: int,
+        gs: GroupState,
+        nominated: Mapping[str, str] | None = None,
+    ) -> None:
+        """Every member back to the queue with the group's status; ``nominated``: the ``nominatedNodeName`` of
+        members (pod key -> node, "" clears; absent: the pod's own status is kept), from a group preemption."""
         gs.message = status.message
         result = "error" if status.code == Code.ERROR else "unschedulable"
         for i in infos:
             self.last_results[result] += 1
-            self.s.fail(i, i.pod, status, {GANG}, cycle)
+            self.s.fail(i, i.pod, status, {GANG}, cycle, nominated=(nominated or {}).get(i.pod.key))
 
     async def _retry_later(self, infos: Sequence[QueuedPodInfo], msg: str, gs: GroupState) -> None:
         """The search ended without proving that the group cannot fit: every member goes to backoff (the group is
@@ -795,6 +920,78 @@ class GangScheduler:
         await s.flush_writes()
         for i in infos:
             await s.write_failure(s.cache.pod(i.pod.key) or i.pod, "Unschedulable", msg)
+
+    # --- group preemption (plugins/defaultpreemption/group.py) ------------------------------------
+
+    def _take_nominations(self, members: Sequence[Pod]) -> dict[str, str]:
+        """The members' nominations (left by a group preemption) hold the group's own room: they are taken out of
+        the nominator while the group is searched, so that members do not count each other on their nodes
+        (upstream: a member's nomination is deleted when it is assumed). Returns pod key -> node."""
+        nom = self.s.nominator
+        saved: dict[str, str] = {}
+        for m in members:
+            node = nom.node_of(m)
+            if node:
+                saved[m.key] = node
+                nom.delete(m)
+        return saved
+
+    def _give_back(self, saved: Mapping[str, str], skip: Collection[str] = ()) -> None:
+        """Nominations taken by :meth:`_take_nominations` back to the members not placed (``skip``: placed)."""
+        cache = self.s.cache
+        for key, node in saved.items():
+            cur = cache.pod(key)
+            if key in skip or cur is None or cur.node_name or cache.is_assumed(key):
+                continue
+            self.s.nominator.add(cur, node, OVERRIDE)
+
+    @staticmethod
+    def _preemption_plugin(fw: Framework) -> DefaultPreemption | None:
+        for p in fw.post_filter:
+            if isinstance(p, DefaultPreemption):
+                return p
+        return None
+
+    async def _preempt(
+        self,
+        fw: Framework,
+        pg: PodGroup,
+        members: list[Pod],
+        need: int,
+        bound: Sequence[Pod],
+        group_pods: Collection[str],
+        nominated: Mapping[str, str],
+    ) -> GroupPreemption | None:
+        """Workload-aware preemption for a group that does not fit (DefaultPreemption's ``PodGroupPostFilter``);
+        None when the profile has no DefaultPreemption PostFilter."""
+        plugin = self._preemption_plugin(fw)
+        if plugin is None or not members:
+            return None
+        s = self.s
+        oracle = _DryRunOracle(self, fw, members, need, pg, bound)
+        preemptor = group_preemptor(s.cache.snapshot(), pg, members, group_pods)
+        t0 = time.perf_counter()
+        res = await preempt_group(plugin, s.cache, preemptor, nominated, oracle, fw.scheduler_name)
+        if res.actuate is not None:
+            self.stats["preemptions"] += 1
+        log.info(
+            "pod group preemption",
+            group=pg.meta.key,
+            code=res.status.code.name,
+            message=res.status.message,
+            victims=sum(len(v.pods) for v in res.victims),
+            seconds=round(time.perf_counter() - t0, 4),
+        )
+        return res
+
+    async def _run_preemption(self, pre: GroupPreemption | None, members: Sequence[Pod]) -> None:
+        """The victims' API work, after the members' status writes (ARCHITECTURE §4): inline in simulate, else a
+        task (async preemption)."""
+        if pre is None or pre.actuate is None or not members:
+            return
+        s = self.s
+        s._pending_preemptions.append((members[0].key, pre.actuate))
+        await s.run_preemptions()
 
     # --- yielding ---------------------------------------------------------------------------------
 
@@ -1268,7 +1465,7 @@ class GangScheduler:
         for i, info in enumerate(nodes):
             if i % SCAN_CHUNK == 0:
                 await self._tick()
-            fst = fw.run_filter_memo(state, rep, info, sig)
+            fst = fw.filter_node(state, rep, info, sig)  # with the nominated pods of >= priority, if any
             joint = False
             if not fst.is_success:
                 if fst.code == Code.ERROR:
@@ -1545,7 +1742,7 @@ class GangScheduler:
         if info is None:
             return None
         dra = fw.instances.get(DynamicResources.name)
-        fst = fw.run_filter(state, m, info)
+        fst = fw.filter_node(state, m, info, None)  # nominated pods of >= priority hold their room
         joint_with: list[tuple[_Placed, list[ClaimAllocation]]] = []
         if not fst.is_success:
             if fst.plugin != DynamicResources.name or not isinstance(dra, DynamicResources):

@@ -23,7 +23,7 @@ cycle ended (live: a task; ``simulate``: awaited inline), in this order:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -40,12 +40,23 @@ log = structlog.get_logger("dra_scheduler.preemption")
 Actuation = Callable[["ClusterAPI", Callable[[], str]], Awaitable[bool]]
 
 
-def disruption_condition(scheduler_name: str, victim: Pod) -> dict[str, Any]:
+class Preemptor(Protocol):
+    """Who preempts: a Pod, or a pod group (``plugins.defaultpreemption.group.GroupPreemptor``)."""
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+
+def disruption_condition(scheduler_name: str, victim: Pod, kind: str = "pod") -> dict[str, Any]:
+    """``kind``: the preemptor's type as upstream's ``ExecutorPreemptor.Type()`` ("pod", "podgroup")."""
     cond: dict[str, Any] = {
         "type": DISRUPTION_TARGET,
         "status": "True",
         "reason": PREEMPTION_BY_SCHEDULER,
-        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        "message": f"{scheduler_name}: preempting to accommodate a higher priority {kind}",
     }
     if victim.meta.generation:
         cond["observedGeneration"] = victim.meta.generation
@@ -53,7 +64,13 @@ def disruption_condition(scheduler_name: str, victim: Pod) -> dict[str, Any]:
 
 
 async def preempt_pod(
-    api: ClusterAPI, victim: Pod, preemptor: Pod, node: str, scheduler_name: str, now: Callable[[], str]
+    api: ClusterAPI,
+    victim: Pod,
+    preemptor: Preemptor,
+    node: str,
+    scheduler_name: str,
+    now: Callable[[], str],
+    kind: str = "pod",
 ) -> None:
     """``PreemptPod``: DisruptionTarget condition, then DELETE, then the Event. Raises ApiError on failure
     (a victim that is already gone is not a failure)."""
@@ -61,7 +78,7 @@ async def preempt_pod(
     conds: list[dict[str, Any]] = [
         dict(c) for c in ((status.get("conditions") or []) if isinstance(status, dict) else []) if isinstance(c, dict)
     ]
-    cond = disruption_condition(scheduler_name, victim)
+    cond = disruption_condition(scheduler_name, victim, kind)
     idx = next((i for i, c in enumerate(conds) if c.get("type") == DISRUPTION_TARGET), None)
     old = conds[idx] if idx is not None else None
     cond["lastTransitionTime"] = (
@@ -92,7 +109,7 @@ async def preempt_pod(
         log.info("victim pod is already deleted", victim=victim.key, preemptor=preemptor.key, node=node)
         return
     log.info("preempted", victim=victim.key, preemptor=preemptor.key, node=node)
-    await api.event(dict(victim.raw), "Normal", "Preempted", f"Preempted by pod {preemptor.uid} on node {node}",
+    await api.event(dict(victim.raw), "Normal", "Preempted", f"Preempted by {kind} {preemptor.uid} on node {node}",
                     "Preempting")
 
 

@@ -34,11 +34,12 @@ victim sets no worse than upstream's on each of its criteria the one leaving the
 GPUs is chosen on each node, and among equally ranked candidate nodes the one where the preemptor's GPUs are best
 connected. Without GpuTopology (or with ``topology_aware`` False) the choice is upstream's.
 
-Hooks for workload-aware preemption (a later pass): :meth:`DefaultPreemption.victims_on_node` builds the
-victims of a node (one :class:`~plugins.defaultpreemption.core.Victim` per pod today; a PodGroup with
-``disruptionMode: all`` would be one victim), ``eligible`` adds a rule on victims, ``tie_breakers`` extends
-the node choice (e.g. topology), and :func:`~plugins.defaultpreemption.core.select_victims_on_node` works on
-any dry run, so a gang can evaluate members jointly.
+Workload-aware preemption (:mod:`plugins.defaultpreemption.group`): :meth:`DefaultPreemption.victims_on_node`
+builds the victims of a node (a pod of a ``scheduling.k8s.io`` PodGroup with its group's priority; a PodGroup with
+``disruptionMode: all`` one victim with all its pods, those on other nodes removed from the dry run through the
+PreFilter extensions only); a PodGroup as preemptor is evaluated by the gang cycle (``scheduler/gang.py``) with
+:func:`~plugins.defaultpreemption.group.preempt_group`. ``eligible`` adds a rule on victims, ``tie_breakers``
+extends the node choice (e.g. topology).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from plugins.defaultpreemption.core import (
     terminating_by_preemption,
 )
 from plugins.defaultpreemption.executor import Executor
-from plugins.defaultpreemption.group import remote_nodes, victims_on_node
+from plugins.defaultpreemption.group import remote_nodes, victim_index, victims_on_node
 from plugins.defaultpreemption.topology import TopologyPreference
 from scheduler.cache import NodeInfo, Snapshot
 from scheduler.framework.interface import (
@@ -219,8 +220,9 @@ class DefaultPreemption:
                 return True, ""  # absent from the statuses: UnschedulableAndUnresolvable
             info = snap.node_map.get(nominated)
             if info is not None:
+                units = victim_index(snap)  # a pod's priority as a victim: its PodGroup's (NewPodVictim)
                 for p in info.pod_list:
-                    if p.priority < pod.priority and terminating_by_preemption(p):
+                    if units.unit(p).priority < pod.priority and terminating_by_preemption(p):
                         return False, "not eligible due to a terminating pod on the nominated node."
                 if releasing_claims_on(snap, info):
                     # Beyond upstream (which cannot free devices): a victim that is gone may still hold its

@@ -68,6 +68,7 @@ from e2e.fleet import (
     gpu_pod,
     plain_node,
     pod_scheduled_condition,
+    podgroup,
     priority_class,
     release,
     replay_device_owners,
@@ -329,6 +330,38 @@ def test_high_priority_gpu_pod_preempts_a_low_priority_one(kube: Kube, classes: 
     print(f"\nGPU preemption: preemptor bound on {low_node} with {high_devices} {t_bound - t_pre:.2f}s after it "
           f"was created; {states} claim states checked; test {time.monotonic() - t0:.1f}s\n"
           f"victim's claim {low_name}:\n  " + "\n  ".join(history))
+
+
+def test_gang_preemptor_evicts_for_all_members_jointly(kube: Kube, classes: None) -> None:
+    """Issue 10 item 3 (workload-aware preemption, kubernetes v1.37.2 framework/preemption executor.go
+    ``actuatePodGroupPreemption``, which upstream cannot do for devices): a PodGroup (minMember 2) of 2-GPU pods
+    on two full 2-GPU nodes gets victims for both members at once: both low-priority pods are evicted, both
+    members bound on the freed devices, no device twice in any observed state; the priority-2000 pod on a third
+    node is untouched."""
+    nodes = gpu_fleet(kube, "pre-gang", 3, 2)
+    ns = fresh_namespace(kube, "pre-gang")
+    kube.create(claim_template(ns, "two-gpus", count=2))
+    with Recorder(kube, "ResourceClaim") as claims:
+        kube.create(dra_pod(ns, "low-a", "two-gpus", "pre-gang", prio=100))
+        kube.create(dra_pod(ns, "low-b", "two-gpus", "pre-gang", prio=150))
+        kube.create(dra_pod(ns, "top", "two-gpus", "pre-gang", prio=2000))
+        placed = wait_bound(kube, ns, ["low-a", "low-b", "top"])
+        top_node = placed["top"]["spec"]["nodeName"]
+        kube.create(podgroup(ns, "job", 2))
+        for i in range(2):
+            m = dra_pod(ns, f"member-{i}", "two-gpus", "pre-gang", prio=1000)
+            m["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "job"}
+            kube.create(m)
+        members = wait_bound(kube, ns, ["member-0", "member-1"], timeout=60)
+        used = {members[f"member-{i}"]["spec"]["nodeName"] for i in range(2)}
+        assert used == set(nodes) - {top_node}, describe(kube, ns)
+        wait_for(lambda: not {"low-a", "low-b"} & {p["metadata"]["name"] for p in kube.list("Pod", ns)}, 30,
+                 "both victims gone")
+        top = kube.get("Pod", "top", ns)
+        assert top["metadata"].get("deletionTimestamp") is None and condition(top, DISRUPTION_TARGET) is None
+        final_pods, final_claims = kube.list("Pod", ns), kube.list("ResourceClaim", ns)
+        assert check_state(final_pods, final_claims) == []
+    no_double_allocation(claims)
 
 
 def test_preemptor_waits_while_its_victim_terminates(kube: Kube, classes: None) -> None:

@@ -94,6 +94,8 @@ _NOTES: Mapping[str, Mapping[str, str]] = {
         "default: $DRA_SCHEDULER_CEL_ENGINE, else the fastest installed",
         "bindingTimeout": "how long PreBind waits for device binding conditions (KEP-5007)",
         "filterTimeout": "accepted and validated as upstream's (zero or positive duration)",
+        "nodeSelector": "label selector of the nodes whose devices this scheduler allocates (beyond upstream: "
+        "partition the devices when running next to kube-scheduler); default: every node",
     },
     "GpuTopology": {
         "mode": "Pack (fill partly used nodes and domains) or Spread",
@@ -120,6 +122,7 @@ def _dynamic_resources_args() -> list[ArgDoc]:
         ArgDoc("celEngine"),
         ArgDoc("bindingTimeout", _format_duration(dra.BINDING_TIMEOUT_DEFAULT)),
         ArgDoc("filterTimeout"),
+        ArgDoc("nodeSelector"),
     ]
 
 

@@ -96,6 +96,7 @@ class SchedulerMetrics:
         self.informer_synced = Gauge(
             "dra_scheduler_informer_synced", "1 once the informer applied its first list.", ["resource"], registry=r
         )
+        self._coexistence_metrics(r)
         for q in QUEUES:
             self.pending_pods.labels(queue=q).set(0)
         self._ep: dict[tuple[str, int, str], Histogram] = {}
@@ -134,6 +135,26 @@ class SchedulerMetrics:
     def set_pending(self, lengths: Mapping[str, int]) -> None:
         for q in QUEUES:
             self.pending_pods.labels(queue=q).set(lengths.get(q, 0))
+
+    # --- running next to kube-scheduler (scheduler/coexistence.py) -------------------------------------------
+
+    def _coexistence_metrics(self, r: CollectorRegistry) -> None:
+        self.double_allocated_devices = Gauge(
+            "dra_scheduler_double_allocated_devices",
+            "DRA devices currently allocated to two or more ResourceClaims that may not share them (another "
+            "scheduler allocated the same device at the same time).",
+            registry=r,
+        )
+        self.double_allocations = Counter(
+            "dra_scheduler_double_allocations_detected",
+            "Double allocations detected: a device and the set of claims holding it, each counted once.",
+            registry=r,
+        )
+
+    def set_double_allocated(self, devices: int, new_conflicts: int) -> None:
+        self.double_allocated_devices.set(devices)
+        if new_conflicts:
+            self.double_allocations.inc(new_conflicts)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -28,6 +28,7 @@ import structlog
 from plugins.topology.plugin import placement_note
 from scheduler.api import ApiError, ClusterAPI, NotFound
 from scheduler.cache import Cache, NodeInfo
+from scheduler.coexistence import DoubleAllocationDetector
 from scheduler.config import SchedulerConfig
 from scheduler.framework.interface import Code, CycleState, PostFilterResult, QueuedPodInfo, Status
 from scheduler.framework.nominator import NOOP, OVERRIDE, Nominator, status_nominated_node
@@ -115,7 +116,14 @@ class Scheduler:
 
         self.gang = GangScheduler(self)
         self.attempts = Counter[str]()  # result -> count (scheduled / unschedulable / error)
+        self.coexistence = self._double_allocation_detector()
         cache.handlers.append(self._on_cache_event)
+
+    def _double_allocation_detector(self) -> DoubleAllocationDetector:
+        """Devices allocated to two claims (another scheduler beside us): scheduler/coexistence.py."""
+        det = DoubleAllocationDetector(self.api.event, self.metrics)
+        det.seed(self.cache.claims().values())
+        return det
 
     # --- queue feeding --------------------------------------------------------------------------------
 
@@ -185,6 +193,7 @@ class Scheduler:
                 q.on_event("Pod", assigned)
             return
         if kind == "ResourceClaim":
+            self.coexistence.observe(event, old, new)
             if event == "ADDED":
                 claim = new
                 assert isinstance(claim, ResourceClaim)

@@ -113,6 +113,7 @@ from plugins.dra.taintrules import KIND as TAINT_RULE_KIND
 from plugins.dra.taintrules import TaintRules, TaintRuleTracker, describe_taint, untolerated_taint
 from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
+from scheduler.coexistence import PARTITION_ARG, PARTITION_MESSAGE, partition_from_args, validate_partition
 from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -366,6 +367,8 @@ class DynamicResources:
         self.binding_timeout = parse_go_duration(bt) if isinstance(bt, str) else BINDING_TIMEOUT_DEFAULT
         self.binding_clock = REAL_CLOCK
         self.binding_poll = BINDING_POLL_SECONDS
+        # the nodes whose devices this scheduler may allocate (running next to kube-scheduler; None: all)
+        self.partition = partition_from_args(args)
 
     # --- registration --------------------------------------------------------------------------------
 
@@ -578,6 +581,10 @@ class DynamicResources:
             if ext.existing and request_shape(claim_requests_raw(ext.claim)) != request_shape(nr.requests):
                 # the claim an earlier attempt created does not fit what this node needs
                 return Status.unresolvable("cannot schedule extended resource claim")
+        if self.partition is not None and not self.partition.matches(node.node.labels):
+            ext_input = self._ext_node(state, ext, node)[1] if ext is not None else None
+            if data.to_allocate or ext_input is not None:
+                return Status.unresolvable(PARTITION_MESSAGE)
         if data.allocator is None:
             return Status.ok()
         try:
@@ -1516,6 +1523,8 @@ def _validate(args: Mapping[str, Any], path: str) -> list[str]:
                 errors.append(f"{path}.filterTimeout: {e}")
         elif k == "bindingTimeout":
             errors.extend(_validate_binding_timeout(args, v, path))
+        elif k == PARTITION_ARG:
+            errors.extend(validate_partition(v, path))
         else:
             errors.append(f"{path}.{k}: unknown field")
     return errors

@@ -42,6 +42,7 @@ bench: install
 	$(BIN)/python bench/bench_simulate.py
 	$(BIN)/python bench/bench_gang.py
 	$(BIN)/python bench/bench_topology.py --core
+	$(BIN)/python bench/bench_preemption.py
 
 # The main job: simulate the example workloads on the demo fleet and print the placement table.
 run: install

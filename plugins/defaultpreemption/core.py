@@ -16,7 +16,10 @@ Semantics of kubernetes v1.37.2 ``pkg/scheduler/framework/preemption/{preemption
   pod is violating as a whole, counted by its number of violating pods;
 * :func:`select_victims_on_node`: remove every eligible lower-priority victim, fail when the pod still does
   not fit; else sort by importance and reprieve as many as possible, the PDB-violating victims first, each
-  group from the most important down; the rest are the victims, sorted by importance;
+  group from the most important down; the rest are the victims, sorted by importance (the loop is
+  :class:`Reprieve`). Beyond upstream, an optional ``refine`` (:data:`Refine`) may then replace that choice by
+  another minimal set built with the same loop: GpuTopology's preference among sets no worse on every upstream
+  criterion (:mod:`plugins.defaultpreemption.topology`; absent without GpuTopology, so upstream's choice);
 * :func:`pick_one_candidate`: fewest PDB violations, then lowest highest-victim priority, then lowest sum of
   priorities (each shifted by 2^31 so negative priorities count), then fewest victims, then the latest start
   time among the highest-priority victims, then extra tie-breakers (``tie_breakers``: the topology pass adds
@@ -176,6 +179,95 @@ class Candidate:
 Eligible = Callable[[Victim], bool]
 
 
+class Reprieve:
+    """The reprieve step of :func:`select_victims_on_node` on one dry run, also for extensions (:data:`Refine`):
+    which victims are removed from the dry run now, upstream's reprieve order and each PDB-violating victim's
+    number of violating pods."""
+
+    __slots__ = ("_removed", "dry", "node_of", "order", "violations")
+
+    def __init__(self, dry: DryRun, node_of: Callable[[Pod], NodeInfo | None]) -> None:
+        self.dry = dry
+        self.node_of = node_of
+        self.order: list[Victim] = []  # upstream's reprieve order: PDB-violating victims first, each by importance
+        self.violations: dict[int, int] = {}  # id(victim) -> its violating pods, for PDB-violating victims
+        self._removed: set[int] = set()
+
+    def set_order(self, violating: Sequence[tuple[Victim, int]], non_violating: Sequence[Victim]) -> None:
+        self.order = [v for v, _ in violating] + list(non_violating)
+        self.violations = {id(v): n for v, n in violating}
+
+    def is_removed(self, v: Victim) -> bool:
+        return id(v) in self._removed
+
+    def remove(self, v: Victim) -> Status:
+        for p in v.pods:
+            st = self.dry.remove(p, self.node_of(p))
+            if not st.is_success:
+                return st
+        self._removed.add(id(v))
+        return Status.ok()
+
+    def add(self, v: Victim) -> Status:
+        for p in v.pods:
+            st = self.dry.add(p, self.node_of(p))
+            if not st.is_success:
+                return st
+        self._removed.discard(id(v))
+        return Status.ok()
+
+    def settle(self, victims: Iterable[Victim]) -> Status:
+        """Make exactly ``victims`` (of :attr:`order`) the removed ones (no filter runs)."""
+        want = {id(v) for v in victims}
+        for v in self.order:
+            if id(v) in want and id(v) not in self._removed:
+                st = self.remove(v)
+            elif id(v) not in want and id(v) in self._removed:
+                st = self.add(v)
+            else:
+                continue
+            if not st.is_success:
+                return Status.error(st.message)
+        return Status.ok()
+
+    def num_violations(self, victims: Iterable[Victim]) -> int:
+        return sum(self.violations.get(id(v), 0) for v in victims)
+
+    def reprieve(self, order: Sequence[Victim]) -> list[Victim] | Status:
+        """Upstream's loop: with the victims of ``order`` removed and the pod fitting, add each back in turn and
+        keep it when the pod still fits; the rest are the victims (in ``order``'s order)."""
+        victims: list[Victim] = []
+        for v in order:
+            st = self.add(v)
+            if not st.is_success:
+                return Status.error(st.message)
+            fit = self.dry.fits()
+            if fit.code == Code.ERROR:
+                return fit
+            if not fit.is_success:
+                st = self.remove(v)
+                if not st.is_success:
+                    return Status.error(st.message)
+                victims.append(v)
+        return victims
+
+    def reprieve_from(self, order: Sequence[Victim]) -> list[Victim] | Status:
+        """:meth:`reprieve` starting from exactly the victims of ``order`` removed (the other victims of
+        :attr:`order` present): Unschedulable when the pod does not fit then."""
+        st = self.settle(order)
+        if not st.is_success:
+            return st
+        fit = self.dry.fits()
+        if not fit.is_success:
+            return fit
+        return self.reprieve(order)
+
+
+# An extension of the reprieve step (goes beyond upstream): given the node's Reprieve with upstream's victims
+# removed, upstream's victims and violations, return the victims to use instead (leaving exactly them removed).
+Refine = Callable[[Reprieve, list[Victim], int], tuple[list[Victim], int] | Status]
+
+
 def select_victims_on_node(
     dry: DryRun,
     preemptor_priority: int,
@@ -183,33 +275,22 @@ def select_victims_on_node(
     pdbs: Sequence[PodDisruptionBudget],
     eligible: Eligible | None = None,
     remote: Callable[[Pod], NodeInfo | None] | None = None,
+    refine: Refine | None = None,
 ) -> tuple[list[Victim], int, Status]:
     """``SelectVictimsOnNode`` on a dry run of the preemptor on one node: (victims, number of PDB
     violations, status). ``eligible`` adds a plugin's own rule (upstream ``IsEligiblePod``) to "lower
-    priority than the preemptor"; ``remote`` gives the NodeInfo of a victim pod on another node (gangs)."""
+    priority than the preemptor"; ``remote`` gives the NodeInfo of a victim pod on another node (gangs);
+    ``refine`` may replace upstream's choice afterwards (topology: :mod:`plugins.defaultpreemption.topology`)."""
 
     def node_of(p: Pod) -> NodeInfo | None:
         return remote(p) if remote is not None and p.node_name != dry.base.name else None
 
-    def remove(v: Victim) -> Status:
-        for p in v.pods:
-            st = dry.remove(p, node_of(p))
-            if not st.is_success:
-                return st
-        return Status.ok()
-
-    def add(v: Victim) -> Status:
-        for p in v.pods:
-            st = dry.add(p, node_of(p))
-            if not st.is_success:
-                return st
-        return Status.ok()
-
     potential = [v for v in all_victims if v.priority < preemptor_priority and (eligible is None or eligible(v))]
     if not potential:
         return [], 0, Status.unresolvable(NO_VICTIMS)
+    rep = Reprieve(dry, node_of)
     for v in potential:
-        st = remove(v)
+        st = rep.remove(v)
         if not st.is_success:
             return [], 0, Status.error(st.message)
     st = dry.fits()
@@ -217,36 +298,19 @@ def select_victims_on_node(
         return [], 0, st
     potential = sort_by_importance(potential)
     violating, non_violating = filter_victims_with_pdb_violation(potential, pdbs)
-    victims: list[Victim] = []
-
-    def reprieve(v: Victim) -> bool | Status:
-        st = add(v)
-        if not st.is_success:
-            return Status.error(st.message)
-        fit = dry.fits()
-        if fit.code == Code.ERROR:
-            return fit
-        if not fit.is_success:
-            st = remove(v)
-            if not st.is_success:
-                return Status.error(st.message)
-            victims.append(v)
-            return False
-        return True
-
-    num_violations = 0
-    for v, count in violating:
-        r = reprieve(v)
-        if isinstance(r, Status):
-            return [], 0, r
-        if not r:
-            num_violations += count
-    for v in non_violating:
-        r = reprieve(v)
-        if isinstance(r, Status):
-            return [], 0, r
+    rep.set_order(violating, non_violating)
+    got = rep.reprieve(rep.order)
+    if isinstance(got, Status):
+        return [], 0, got
+    victims = got
+    num_violations = rep.num_violations(victims)
     if violating and non_violating:
         victims = sort_by_importance(victims)
+    if refine is not None and victims:
+        refined = refine(rep, victims, num_violations)
+        if isinstance(refined, Status):
+            return [], 0, refined
+        victims, num_violations = refined
     return victims, num_violations, Status.ok()
 
 

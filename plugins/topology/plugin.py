@@ -52,7 +52,7 @@ from plugins.topology.graph import (
     parse_profile,
     topology_from_inputs,
 )
-from plugins.topology.scoring import SubsetTable, describe, table_for
+from plugins.topology.scoring import SubsetTable, Value, best_set_value, describe, table_for
 from scheduler.framework.helpers import default_normalize_score
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from scheduler.framework.registry import PluginSpec
@@ -195,6 +195,29 @@ class NodeView:
         return (1 << self.topo.size) - 1
 
 
+def free_gpus(ledger: DeviceLedger, view: NodeView) -> int:
+    """The mask of the node's GPUs none of whose devices (full GPU or MIG) is in use in ``ledger``. Pure."""
+    m = 0
+    for i, dev_ids in enumerate(view.ids):
+        if not any(ledger.in_use(d) for d in dev_ids):
+            m |= 1 << i
+    return m
+
+
+def whole_gpus(view: NodeView, results: Sequence[tuple[str, str, str]]) -> int | None:
+    """The mask of the GPUs whose full-GPU device is among the device ids ``results``; None when one of them is
+    a MIG device of a modelled GPU (a MIG claim has no interconnect to choose). Other devices are ignored."""
+    m = 0
+    for d in results:
+        i = view.gpu_of.get(d)
+        if i is None:
+            continue
+        if d[2] != view.topo.gpus[i]:
+            return None
+        m |= 1 << i
+    return m
+
+
 class GpuTopology:
     name: ClassVar[str] = NAME
 
@@ -274,12 +297,16 @@ class GpuTopology:
         c = self._free.get(name)
         if c is not None and c[0] is ledger and c[1] == rev:
             return c[2]
-        m = 0
-        for i, dev_ids in enumerate(view.ids):
-            if not any(ledger.in_use(d) for d in dev_ids):
-                m |= 1 << i
+        m = free_gpus(ledger, view)
         self._free[name] = (ledger, rev, m)
         return m
+
+    def best_value(self, snap: Snapshot, node: str, ledger: DeviceLedger, k: int) -> Value | None:
+        """The score (:func:`~plugins.topology.scoring.best_set_value`) of the best ``k`` whole GPUs a claim gets
+        on ``node`` when the GPUs free in ``ledger`` (the snapshot's, or a preemption dry run's view) are
+        free; None without a topology model of the node or with fewer than ``k`` free GPUs. Not cached here."""
+        view = self.view(snap, node)
+        return None if view is None else best_set_value(view.table, free_gpus(ledger, view), k)
 
     # --- the allocator hook ---------------------------------------------------------------------------------
 

@@ -195,6 +195,15 @@ def table_for(topo: Topology) -> SubsetTable:
     return t
 
 
+def best_set_value(table: SubsetTable, free: int, k: int) -> Value | None:
+    """The score of the best ``k``-GPU set among the GPUs of ``free`` (a mask): (bottleneck bandwidth, -NUMA nodes
+    spanned) of the set :meth:`SubsetTable.best` chooses, i.e. what a claim of ``k`` GPUs gets on the node when
+    exactly those GPUs are free (the device order hook hands the allocator that set). None when fewer than ``k``
+    are free. Pure, a memoised table lookup; higher is better (tuples compare lexicographically)."""
+    m = table.best(free, k)
+    return None if m is None else table.value(m)
+
+
 # --- reference (tests) ---------------------------------------------------------------------------------------
 
 

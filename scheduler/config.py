@@ -567,8 +567,9 @@ def _load_yaml(text: str | bytes, source: str) -> Any:
 
     try:
         docs = [d.data for d in load_documents(text, source) if d.data is not None]
-    except YAMLLoadError as e:
-        raise ConfigError([str(e)]) from None
+    except YAMLLoadError as e:  # one document: "document 0" would be noise
+        where = e.source + (f": document {e.document}" if e.document else "") + (f": {e.path}" if e.path else "")
+        raise ConfigError([f"{where}: {e.message}"]) from None
     if not docs:
         raise ConfigError([f"{source}: empty document, expected a {KIND}"])
     if len(docs) > 1:

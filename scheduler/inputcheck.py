@@ -196,6 +196,28 @@ def _nonnegative(resources: Any, path: str) -> Iterator[str]:
 def _check_pod_spec(spec: Any, path: str) -> Iterator[str]:
     if not isinstance(spec, Mapping):
         return
+    claims = spec.get("resourceClaims")
+    for i, rc in enumerate(claims if isinstance(claims, list) else ()):
+        p = f"{path}.resourceClaims[{i}]"
+        if not isinstance(rc, Mapping):
+            continue
+        if not rc.get("name"):
+            yield f"{p}.name: Required value"
+        sources = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if rc.get(k)]
+        if len(sources) != 1:
+            yield f"{p}: Invalid value: must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"
+    for key in ("containers", "initContainers"):
+        cs = spec.get(key)
+        for i, c in enumerate(cs if isinstance(cs, list) else ()):
+            if not isinstance(c, Mapping):
+                continue
+            if not c.get("name"):
+                yield f"{path}.{key}[{i}].name: Required value"
+            res = c.get("resources")
+            rcl = res.get("claims") if isinstance(res, Mapping) else None
+            for j, cl in enumerate(rcl if isinstance(rcl, list) else ()):
+                if isinstance(cl, Mapping) and not cl.get("name"):
+                    yield f"{path}.{key}[{i}].resources.claims[{j}].name: Required value"
     for key in ("containers", "initContainers", "ephemeralContainers"):
         cs = spec.get(key)
         if not isinstance(cs, list):
@@ -340,9 +362,11 @@ def describe(obj: Any) -> str:
     """``Pod ns/name`` (or what is known of it) for messages."""
     if not isinstance(obj, Mapping):
         return "object"
-    kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj.get("kind") else "object"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    raw_kind, raw_meta = obj.get("kind"), obj.get("metadata")
+    kind = raw_kind if isinstance(raw_kind, str) and raw_kind else "object"
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else ""
     ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
+    name, ns = str(name), str(ns)
     ident = f"{ns}/{name}" if ns and name else name
     return f"{kind} {ident[:300]}".rstrip()

@@ -1071,7 +1071,9 @@ def podgroup_from(raw: Raw) -> PodGroup:
             topology_key=_str(topology[0], "key") if topology else "",
             parent=_str(spec, "parentCompositePodGroupName"),
             claims=tuple(
-                PodGroupClaim(_str(c, "name"), _opt_str(c, "resourceClaimName"), _opt_str(c, "resourceClaimTemplateName"))
+                PodGroupClaim(
+                    _str(c, "name"), _opt_str(c, "resourceClaimName"), _opt_str(c, "resourceClaimTemplateName")
+                )
                 for c in _list(spec, "resourceClaims")
                 if isinstance(c, Mapping)
             ),

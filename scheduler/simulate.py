@@ -168,8 +168,8 @@ def load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> lis
                     continue
                 errors = check_object(obj, cluster_scoped=obj["kind"] in CLUSTER_SCOPED) or workload_api.validate(obj)
                 if errors:
-                    for e in errors:
-                        refuse(f"{where}: {describe(obj)}: {e}")
+                    for err in errors:
+                        refuse(f"{where}: {describe(obj)}: {err}")
                     continue
                 meta = obj["metadata"]
                 if not meta.get("namespace"):

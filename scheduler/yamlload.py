@@ -98,14 +98,14 @@ def field_path(parts: list[str | int] | tuple[str | int, ...]) -> str:
 
 
 class _BoundedConstructor(SafeConstructor):
-    def construct_yaml_int(self, node: ScalarNode) -> int:  # type: ignore[override]
+    def construct_yaml_int(self, node: ScalarNode) -> int:
         digits = sum(c.isdigit() or c in "abcdefABCDEF" for c in str(node.value))
         if digits > MAX_INT_DIGITS:
             raise _Limit(f"integer with {digits} digits (at most {MAX_INT_DIGITS})", mark=node.start_mark)
         value: int = super().construct_yaml_int(node)
         return value
 
-    def construct_yaml_float(self, node: ScalarNode) -> float:  # type: ignore[override]
+    def construct_yaml_float(self, node: ScalarNode) -> float:
         value: float = super().construct_yaml_float(node)
         if math.isnan(value) or math.isinf(value):
             raise _Limit(f"{node.value!r} is not a JSON number (NaN and infinities are refused)", mark=node.start_mark)
@@ -117,7 +117,7 @@ class _BoundedConstructor(SafeConstructor):
     def construct_refused(self, node: Node) -> Any:
         raise _Limit(f"the YAML type {node.tag} has no JSON form", mark=node.start_mark)
 
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         # Duplicate keys (explicit ones: keys brought in by a '<<' merge may be overridden).
         if isinstance(node, MappingNode):
             seen: dict[str, Any] = {}
@@ -143,13 +143,14 @@ class _BoundedConstructor(SafeConstructor):
         return mapping
 
 
-_BoundedConstructor.add_constructor("tag:yaml.org,2002:int", _BoundedConstructor.construct_yaml_int)
-_BoundedConstructor.add_constructor("tag:yaml.org,2002:float", _BoundedConstructor.construct_yaml_float)
-_BoundedConstructor.add_constructor(_TIMESTAMP, _BoundedConstructor.construct_as_string)
-_BoundedConstructor.add_constructor("tag:yaml.org,2002:binary", _BoundedConstructor.construct_as_string)
+_add: Any = _BoundedConstructor.add_constructor
+_add("tag:yaml.org,2002:int", _BoundedConstructor.construct_yaml_int)
+_add("tag:yaml.org,2002:float", _BoundedConstructor.construct_yaml_float)
+_add(_TIMESTAMP, _BoundedConstructor.construct_as_string)
+_add("tag:yaml.org,2002:binary", _BoundedConstructor.construct_as_string)
 for _tag in ("set", "omap", "pairs"):
-    _BoundedConstructor.add_constructor(f"tag:yaml.org,2002:{_tag}", _BoundedConstructor.construct_refused)
-_BoundedConstructor.add_constructor(None, _BoundedConstructor.construct_refused)  # unknown !tags
+    _add(f"tag:yaml.org,2002:{_tag}", _BoundedConstructor.construct_refused)
+_add(None, _BoundedConstructor.construct_refused)  # unknown !tags
 
 
 class _Loader(
@@ -182,18 +183,24 @@ class _Loader(
             _check_expansion(node, self._nodes)
         return node
 
+    def _event_mark(self) -> Any:
+        peek: Any = self.peek_event
+        return peek().start_mark
+
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.events.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
-                raise _Limit(f"more than {MAX_ALIASES} aliases in one document", mark=self.peek_event().start_mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                raise _Limit(f"more than {MAX_ALIASES} aliases in one document", mark=self._event_mark())
+            node: Node | None = super().compose_node(parent, index)
+            return node
         self._depth += 1
         self._nodes += 1
         if self._depth > MAX_DEPTH:
-            raise _Limit(f"nested deeper than {MAX_DEPTH} levels", mark=self.peek_event().start_mark)
+            raise _Limit(f"nested deeper than {MAX_DEPTH} levels", mark=self._event_mark())
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            composed: Node | None = super().compose_node(parent, index)
+            return composed
         finally:
             self._depth -= 1
 
@@ -288,13 +295,11 @@ def _path_at(text: str, document: int, index: int) -> str:
                 continue
             top = frames[-1] if frames else None
             is_key = top is not None and top[0] == "map" and top[2]
-            if is_key and isinstance(ev, yaml.ScalarEvent):
-                top[1] = ev.value  # type: ignore[index]
-            if ev.start_mark.index >= index:
-                here = [f[1] for f in frames if f[1] is not None]
-                if is_key and isinstance(ev, yaml.ScalarEvent):
-                    pass  # the key itself (e.g. a duplicate key): its path includes it
-                best = field_path(here)
+            if is_key and isinstance(ev, yaml.ScalarEvent) and top is not None:
+                top[1] = ev.value
+            start: Any = ev.start_mark
+            if start is not None and start.index >= index:
+                best = field_path([f[1] for f in frames if f[1] is not None])  # a key: its own path
                 break
             if isinstance(ev, yaml.MappingStartEvent):
                 frames.append(["map", None, True])
@@ -361,12 +366,14 @@ def load_documents(text: str | bytes, source: str) -> list[Document]:
             docs.append(Document(index, data))
             index += 1
     except _Limit as e:
-        path = e.path or (_path_at(text, index, e.mark.index) if e.mark is not None else "")
+        mark: Any = e.mark
+        path = e.path or (_path_at(text, index, mark.index) if mark is not None else "")
         raise YAMLLoadError(source, f"{_mark_text(e.mark)}{e.message}", index, path) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or str(e)
-        raise YAMLLoadError(source, f"invalid YAML: {_mark_text(mark)}{problem}", index) from None
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise YAMLLoadError(source, f"invalid YAML{where}: {problem}", index) from None
     except yaml.YAMLError as e:
         raise YAMLLoadError(source, f"invalid YAML: {e}", index) from None
     except (ValueError, TypeError, OverflowError) as e:  # a constructor refused a scalar

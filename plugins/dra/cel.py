@@ -22,7 +22,7 @@ How the semantics are obtained on engines that do not implement them natively
       bound with ``cel.bind``) is rewritten to ``(E in M ? M[E] : {})`` and the rewritten tree is printed
       back and handed to the engine. On cel-python the two outer maps are a ``MapType`` subclass whose
       ``__missing__`` returns ``{}`` (``in`` and iteration only see the real domains);
-    * expand ``cel.bind`` for ``cel-python`` (which has no bindings extension) by substitution;
+    * write ``cel.bind`` for ``cel-python`` (which has no bindings extension) as ``[init].map(v, body)[0]``;
     * reject, on the unchecked engine, results that are statically not bool and relational or arithmetic
       operators on ``Quantity``/``Semver`` (cel-expr-python's checker does this itself);
     * estimate the cost (below).
@@ -35,29 +35,46 @@ How the semantics are obtained on engines that do not implement them natively
     On cel-python they are small wrapper objects without ordering operators, so a relational operator that
     slips past the static check still fails at runtime instead of silently succeeding.
 
-Cost bound
-    Kubernetes evaluates selectors with ``cel.CostLimit(1_000_000)`` and fails with
-    ``operation cancelled: actual cost limit exceeded``. Neither engine exposes a runtime cost or
-    iteration budget (cel-expr-python 0.1.3 has no runtime options; celpy has no hooks), and a native
-    evaluation cannot be interrupted by a timer. So the bound is a **static worst-case estimate** made at
-    compile time from the syntax tree, modelled on cel-go's estimator: constant costs per node, and each
-    comprehension (``all``/``exists``/``map``/...) costs its range size times its body, with literal
-    list/map sizes taken exactly and Kubernetes' size hints for device data (32 domains/identifiers,
-    64-element lists, 64-character strings). A program whose estimate exceeds :data:`COST_LIMIT`
-    compiles, but every :meth:`Program.matches` raises :class:`CELRuntimeError`
-    ``operation cancelled: actual cost limit exceeded`` without running the engine (so the 7-level nested
-    ``[1..10].all(...)`` fails immediately instead of hanging). The apiserver already rejects new
-    selectors whose cel-go estimate exceeds the same limit, and this estimate is at most cel-go's, so
-    valid selectors are not affected.
+Library completions (:mod:`plugins.dra.cel_ext`)
+    Two-variable comprehensions, ``ext.Lists`` v3, Kubernetes' lists library v1, ``ext.Sets``, the URL, IP
+    and CIDR libraries, ``sign(quantity)`` (a global function, as in Kubernetes), ``x in []`` being
+    ``false``, homogeneous aggregate literals, and cel-go's ``q == q.add(x)`` "no such overload" are
+    provided by a syntax-tree translation into ``__dra_*`` functions registered on both engines. cel-python
+    additionally gets CEL error semantics inside comprehensions (its macros raise instead of returning
+    errors), ``cel.bind`` as a one-element comprehension, and compile-time refusal of undeclared functions
+    and of non-bool operands of logical operators (what a checker does). cel-expr-python 0.1.3 evaluates a
+    ``cel.bind`` after a short-circuited comprehension wrongly (stale slot): such bindings are rewritten as
+    one-element comprehensions too. ``tests/test_differential.py`` compares both engines with cel-go on
+    random selectors.
 
-Not provided (documented deviations)
-    Kubernetes' lists (``sum``/``min``/``isSorted``...), URL, IP/CIDR, format and sets libraries; on
-    cel-python also optional syntax (``.?``), ``strings.*``/``format`` (``lowerAscii``, ``upperAscii``,
-    ``trim``, ``split``, ``replace``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf`` and ``join``
-    are registered), two-variable comprehensions and heterogeneous numeric equality (``1 == 1.0``).
-    Bare ``device`` (e.g. ``cel.bind(d, device, ...)``) is not an expression: only its four fields are.
-    ``isInteger()``/``asInteger()`` look at the value (Go also looks at the internal scale, so Go says
-    ``quantity("1000m").isInteger()`` is false). Both regex functions use Python ``re`` rather than RE2.
+Runtime cost limit (:mod:`plugins.dra.cel_cost`)
+    Kubernetes evaluates selectors with ``cel.CostLimit(1_000_000)`` and fails with
+    ``operation cancelled: actual cost limit exceeded``. Neither engine exposes a runtime cost or can be
+    interrupted (cel-expr-python 0.1.3 has no runtime options; celpy has no hooks), so the limit is enforced
+    by a **sound static upper bound** of cel-go's runtime cost, computed from the syntax tree with the sizes
+    of all values (string concatenation 0.1 per character as cel-go, sizes multiplied through ``cel.bind``,
+    comprehensions, ``join``, ``replace``, ``flatten``; device data bounded by the API's limits). A program
+    whose bound exceeds :data:`COST_LIMIT` compiles, but every :meth:`Program.matches` raises
+    :class:`CELRuntimeError` ``operation cancelled: actual cost limit exceeded`` without running the engine:
+    nested string doubling fails at once instead of exhausting memory. The bound is close to cel-go's
+    actual cost on concatenation chains (``tests/test_cel_hardening.py``); unbounded sizes (``lists.range``
+    of a device attribute) count as over the limit.
+
+Regular expressions
+    ``matches`` (cel-python; cel-cpp's own is RE2 already), ``find`` and ``findAll`` use RE2 (``google-re2``):
+    linear time, Go's regexp syntax, as Kubernetes.
+
+Engine limits (documented deviations)
+    cel-expr-python stops a selector after 9,999 comprehension iterations per evaluation ("comprehension
+    iteration budget exceeded": that claim fails, nothing else) and parses at most 32 nested syntax levels
+    (a compile error beyond). cel-python has no optional syntax (``.?``), ``strings.quote`` or ``format``.
+    Not provided on either: ``transformMapEntry``, ``lists.first``/``last``, Kubernetes' ``format`` library,
+    ``string(ip)``/``string(cidr)`` other than directly on ``ip(...)``/``cidr(...)``/``masked()``/``ip()``.
+    The checker's unification of computed list element types (``[attr.ids, [5]].flatten()`` is refused by
+    cel-go, "expected type 'dyn' but found 'list(int)'") is not emulated: the API server refuses such
+    selectors, so they never reach a scheduler. Bare ``device`` (e.g. ``cel.bind(d, device, ...)``) is not
+    an expression: only its four fields are. ``isInteger()``/``asInteger()`` look at the value (Go also looks
+    at the internal scale, so Go says ``quantity("1000m").isInteger()`` is false).
 """
 
 from __future__ import annotations
@@ -888,14 +905,15 @@ _NAMESPACES = frozenset(("cel", "optional", "strings", "math", "sets", "lists", 
 
 def _macro_vars(node: Call) -> tuple[str, ...] | None:
     """Iteration variables when ``node`` is a comprehension macro call, else None."""
-    if node.target is None or not node.args or not isinstance(node.args[0], Ident):
+    if node.target is None or not node.args or not isinstance(node.args[0], Ident) or node.args[0].leading_dot:
         return None
     fn, args = node.fn, node.args
     first = cast(Ident, args[0]).name
-    if fn in _TWO_VAR_MACROS and len(args) in (3, 4) and isinstance(args[1], Ident):
-        return (first, args[1].name)
-    if fn in ("all", "exists", "exists_one", "existsOne") and len(args) == 3 and isinstance(args[1], Ident):
-        return (first, args[1].name)
+    second_ok = len(args) > 1 and isinstance(args[1], Ident) and not args[1].leading_dot
+    if fn in _TWO_VAR_MACROS and len(args) in (3, 4) and second_ok:
+        return (first, cast(Ident, args[1]).name)
+    if fn in ("all", "exists", "exists_one", "existsOne") and len(args) == 3 and second_ok:
+        return (first, cast(Ident, args[1]).name)
     if fn in _ONE_VAR_MACROS and len(args) == 2:
         return (first,)
     if fn in _ONE_VAR_MACROS_EXTRA and len(args) == 2:
@@ -1060,103 +1078,15 @@ def _map_children(node: Node, fn: Callable[[Node], Node]) -> Node:
     return StructLit(node.name, tuple((n, fn(v), o) for n, v, o in node.fields))
 
 
-def _expand_binds(node: Node, env: Mapping[str, Node]) -> Node:
-    """Replace ``cel.bind(v, init, body)`` by ``body[v := init]`` (for engines without bindings)."""
-    if isinstance(node, Ident):
-        if not node.leading_dot and node.name in env:
-            return env[node.name]
-        return node
-    if isinstance(node, Call):
-        if _is_bind(node):
-            var = cast(Ident, node.args[0]).name
-            init = _expand_binds(node.args[1], env)
-            return _expand_binds(node.args[2], {**env, var: init})
-        names = _macro_vars(node)
-        if names is not None:
-            assert node.target is not None
-            inner = {k: v for k, v in env.items() if k not in names}
-            args = node.args[: len(names)] + tuple(_expand_binds(a, inner) for a in node.args[len(names) :])
-            return Call(node.fn, args, _expand_binds(node.target, env), node.leading_dot)
-    return _map_children(node, lambda child: _expand_binds(child, env))
-
-
 # -- cost ----------------------------------------------------------------------------------------------
 
-_HINT_DOMAINS = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice: domains and identifiers per map
-_HINT_LIST = 64  # list attributes and lists of unknown size
-_HINT_STRING = 64
-_HINT_DRIVER = 63
 
+def estimate_cost(expression: str | Node) -> float:
+    """Static upper bound of the runtime cost of a selector (:mod:`plugins.dra.cel_cost`); ``inf`` if unbounded."""
+    from plugins.dra import cel_cost, cel_ext
 
-def estimate_cost(expression: str | Node) -> int:
-    """Static worst-case cost estimate of a selector (see the module docstring)."""
     node = parse_expression(expression) if isinstance(expression, str) else expression
-    return _estimate(node, {})[0]
-
-
-def _estimate(node: Node, scope: Mapping[str, int]) -> tuple[int, int]:
-    """(cost, size) where size is the estimated length of a list/map/string value."""
-    if isinstance(node, Lit):
-        if isinstance(node.value, str | bytes):
-            return 0, len(node.value)
-        return 0, 1
-    if isinstance(node, Ident):
-        return 1, scope.get(node.name, _HINT_LIST)
-    if isinstance(node, Select):
-        f = _device_field(node, {k: "var" for k in scope})
-        if f is not None:
-            return 2, _HINT_DRIVER if f == "driver" else _HINT_DOMAINS
-        cost, size = _estimate(node.operand, scope)
-        inner = _HINT_DOMAINS if _domain_map_kind(node.operand, {k: "var" for k in scope}) else _HINT_LIST
-        return cost + 1, inner
-    if isinstance(node, Index):
-        c1, _ = _estimate(node.operand, scope)
-        c2, _ = _estimate(node.index, scope)
-        inner = _HINT_DOMAINS if _domain_map_kind(node.operand, {k: "var" for k in scope}) else _HINT_LIST
-        return c1 + c2 + 1, inner
-    if isinstance(node, Unary):
-        cost, size = _estimate(node.operand, scope)
-        return cost + 1, size
-    if isinstance(node, Binary):
-        lc, ls = _estimate(node.left, scope)
-        rc, rs = _estimate(node.right, scope)
-        if node.op in ("&&", "||"):
-            return lc + rc, 1
-        if node.op == "+":
-            return lc + rc + 1, ls + rs
-        return lc + rc + 1, 1
-    if isinstance(node, Cond):
-        cc, _ = _estimate(node.cond, scope)
-        tc, ts = _estimate(node.then, scope)
-        fc, fs = _estimate(node.other, scope)
-        return cc + max(tc, fc), max(ts, fs)
-    if isinstance(node, ListLit):
-        return 10 + sum(_estimate(e, scope)[0] for e in node.elems), len(node.elems)
-    if isinstance(node, MapLit):
-        cost = sum(_estimate(k, scope)[0] + _estimate(v, scope)[0] for k, v, _ in node.entries)
-        return 30 + cost, len(node.entries)
-    if isinstance(node, StructLit):
-        return 40 + sum(_estimate(v, scope)[0] for _, v, _ in node.fields), len(node.fields)
-    # Call
-    if _is_has(node):
-        sel = cast(Select, node.args[0])
-        return _estimate(sel.operand, scope)[0] + 1, 1
-    if _is_bind(node):
-        var = cast(Ident, node.args[0]).name
-        ic, isize = _estimate(node.args[1], scope)
-        bc, bsize = _estimate(node.args[2], {**scope, var: isize})
-        return ic + bc, bsize
-    names = _macro_vars(node)
-    if names is not None:
-        assert node.target is not None
-        rc, rsize = _estimate(node.target, scope)
-        loop_scope = {**scope, **dict.fromkeys(names, _HINT_LIST)}
-        body = sum(_estimate(a, loop_scope)[0] for a in node.args[len(names) :])
-        return rc + 1 + rsize * (body + 2), rsize
-    cost = 1 + sum(_estimate(a, scope)[0] for a in node.args)
-    if node.target is not None:
-        cost += _estimate(node.target, scope)[0]
-    return cost, _HINT_STRING if node.fn in _STRING_RESULT_FNS else _HINT_LIST
+    return cel_cost.estimate(cel_ext.translate(node, checked=True))
 
 
 # -- light type inference (only for engines without a checker) ---------------------------------------
@@ -1194,6 +1124,31 @@ _LIST_FNS = frozenset(("findAll", "split", "map", "filter", "transformList", "so
 _RELATIONAL = frozenset(("<", "<=", ">", ">="))
 
 
+_NOT_BOOL = frozenset(("int", "uint", "double", "string", "bytes", "null_type", "list", "map", _Q, _V))
+_NET = {"__dra_ip": "net.IP", "__dra_cidr": "net.CIDR", "__dra_url": "net.URL", "__dra_masked": "net.CIDR",
+        "__dra_cidr_ip": "net.IP"}
+_CONCRETE = frozenset(("int", "uint", "double", "string", "bool", "bytes", _Q, _V, *_NET.values()))
+_EQ_TYPES = _CONCRETE | {"list", "map"}
+_EXT_RESULT = {
+    **{f"__dra_{f}": "list" for f in ("keys", "slice", "flatten", "sort", "distinct", "reverse", "sortByKeys",
+                                         "lists_range")},
+    **{f"__dra_{f}": "map" for f in ("zip", "getQuery")},
+    **{f"__dra_{f}": "bool" for f in ("isSorted", "sets_contains", "sets_equivalent", "sets_intersects", "isIP",
+                                         "isCIDR", "isURL", "ip_isCanonical", "isUnspecified", "isLoopback",
+                                         "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
+                                         "containsIP", "containsCIDR")},
+    **{f"__dra_{f}": "int" for f in ("family", "prefixLength", "indexOf", "lastIndexOf")},
+    **{f"__dra_{f}": "string" for f in ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath",
+                                           "string")},
+}
+
+
+def _require_bool(op: str, *types: str) -> None:
+    """The checker's rule for logical operators (cel-go and cel-cpp refuse ``true || "x"`` at compile time)."""
+    if any(t in _NOT_BOOL for t in types):
+        raise CELCompileError(f"found no matching overload for '{op}' applied to '({', '.join(types)})'")
+
+
 def _infer(node: Node, scope: Mapping[str, str]) -> str:
     """A coarse static type ("dyn" when unknown); raises CELCompileError for Quantity/Semver misuse."""
     if isinstance(node, Lit):
@@ -1215,10 +1170,13 @@ def _infer(node: Node, scope: Mapping[str, str]) -> str:
         ot = _infer(operand, scope)
         if ot == "capdomain" and not node.optional:
             return _Q
+        if isinstance(node, Select) and ot in _NOT_BOOL - {"map"} | {"bool"}:
+            raise CELCompileError(f"type '{ot}' does not support field selection")
         return "optional" if node.optional else "dyn"
     if isinstance(node, Unary):
         t = _infer(node.operand, scope)
         if node.op == "!":
+            _require_bool("!_", t)
             return "bool"
         if t in _OPAQUE:
             raise CELCompileError(f"found no matching overload for '-_' applied to '({t})'")
@@ -1226,7 +1184,13 @@ def _infer(node: Node, scope: Mapping[str, str]) -> str:
     if isinstance(node, Binary):
         lt, rt = _infer(node.left, scope), _infer(node.right, scope)
         lt, rt = ("map" if lt == "capdomain" else lt), ("map" if rt == "capdomain" else rt)
-        if node.op in ("&&", "||", "==", "!=", "in"):
+        if node.op in ("&&", "||"):
+            _require_bool(f"_{node.op}_", lt, rt)
+            return "bool"
+        if node.op in ("==", "!=") and lt in _EQ_TYPES and rt in _EQ_TYPES and lt != rt:
+            # _==_ is (A, A): static types must agree (1 == 1.0 is refused; dyn(1) == 1.0 is true)
+            raise CELCompileError(f"found no matching overload for '_{node.op}_' applied to '({lt}, {rt})'")
+        if node.op in ("==", "!=", "in"):
             return "bool"
         if lt in _OPAQUE or rt in _OPAQUE:
             raise CELCompileError(f"found no matching overload for '_{node.op}_' applied to '({lt}, {rt})'")
@@ -1234,7 +1198,7 @@ def _infer(node: Node, scope: Mapping[str, str]) -> str:
             return "bool"
         return lt if lt == rt and lt != "bool" else "dyn"
     if isinstance(node, Cond):
-        _infer(node.cond, scope)
+        _require_bool("_?_:_", _infer(node.cond, scope))
         a, b = _infer(node.then, scope), _infer(node.other, scope)
         return a if a == b else "dyn"
     if isinstance(node, ListLit):
@@ -1270,10 +1234,16 @@ def _infer(node: Node, scope: Mapping[str, str]) -> str:
     target_type = _infer(node.target, scope) if node.target is not None else None
     arg_types = [_infer(arg, scope) for arg in node.args]
     fn = node.fn
+    if fn == "sign" and node.target is not None:
+        raise CELCompileError(f"found no matching overload for 'sign' applied to '{target_type}.()'")
     if fn in ("compareTo", "isGreaterThan", "isLessThan") and len(arg_types) == 1:
         other = "map" if arg_types[0] == "capdomain" else arg_types[0]
         if target_type in _OPAQUE and other != target_type and other not in ("dyn", "optional"):
             raise CELCompileError(f"found no matching overload for '{fn}' applied to '({target_type}, {other})'")
+    if fn in _NET:
+        return _NET[fn]
+    if fn in _EXT_RESULT:
+        return _EXT_RESULT[fn]
     if fn == "quantity":
         return _Q
     if fn == "semver":
@@ -1323,22 +1293,41 @@ def _analyse_tree(
     rewrite_domains: bool,
     fold: Callable[[Node], Node] | None,
 ) -> _Analysed:
-    tree = parse_expression(expression)
+    from plugins.dra import cel_cost, cel_ext
+
+    original = parse_expression(expression)
+    cel_ext.check_reserved(original)
+    cel_ext.check_homogeneous(original)
+    tree = cel_ext.translate(original, checked=checked)
+    if checked and cel_ext.uses_library_calls(tree) and cel_ext.escaping_optional(original):
+        # cel-expr-python 0.1.3 crashes (SIGSEGV) converting a map holding an optional value for a Python
+        # function; refuse the combination instead of taking the scheduler down with it
+        raise CELCompileError(
+            f"optional values kept in a list, a map or a variable cannot be combined with the library functions "
+            f"of this environment on {_XP} (use .orValue() first)"
+        )
     _check_names(tree, {}, strict=not checked)
-    cost = _estimate(tree, {})[0]
+    if not checked:
+        cel_ext.check_functions(tree)
+    cost = cel_cost.estimate(tree)
     if not checked:
         result = _infer(tree, {})
         if result == "capdomain":
             result = "map"
         if result not in ("bool", "dyn", "optional"):
             raise CELCompileError(f"must evaluate to bool or the unknown type, not {result}")
-    work = tree if supports_bind else _expand_binds(tree, {})
+    work = tree
     if rewrite_domains:
         work = _rewrite(work, {})
     if fold is not None:
         work = fold(work)
-    text = expression if work == tree else unparse(work)
-    return _Analysed(text, cost, tree)
+    if not checked:  # celpy: no bindings at all, comprehension errors as CEL errors
+        work = cel_ext.strict_macros(cel_ext.binds_to_comprehensions(work, always=True))
+    else:
+        work = cel_ext.binds_to_comprehensions(work)  # cel-cpp's bind-after-short-circuit bug
+    # cel-python's parser is older than CEL's grammar (trailing commas): it always gets the printed tree
+    text = expression if checked and work == original else unparse(work)
+    return _Analysed(text, int(min(cost, 2**62)), tree)
 
 
 # =====================================================================================================
@@ -1392,25 +1381,53 @@ def _cmp(a: Fraction | Version, b: Fraction | Version) -> int:
 
 def _regex_find(s: str, pattern: str) -> str:
     try:
-        m = _compile_regex(pattern).search(s)
-    except re.error as e:
-        raise ValueError(f"invalid regex {pattern!r}: {e}") from None
-    return "" if m is None else m.group(0)
+        rx = _compile_regex(pattern)
+    except _re2().error as e:
+        raise _regex_error(pattern, e) from None
+    m = rx.search(s)
+    return "" if m is None else str(m.group(0))
 
 
 def _regex_find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
     if limit == 0:
         return []
     try:
-        found = [m.group(0) for m in _compile_regex(pattern).finditer(s)]
-    except re.error as e:
-        raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+        rx = _compile_regex(pattern)
+    except _re2().error as e:
+        raise _regex_error(pattern, e) from None
+    found = [str(m.group(0)) for m in rx.finditer(s)]
     return found if limit < 0 else found[:limit]
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _compile_regex(pattern: str) -> Any:
+    """RE2 (linear time, the syntax of Go's regexp), as Kubernetes; errors are ``re2.error``."""
+    return _re2().compile(pattern, _re2_options())
+
+
+@functools.cache
+def _re2() -> Any:
+    return importlib.import_module("re2")
+
+
+@functools.cache
+def _re2_options() -> Any:
+    opts = _re2().Options()
+    opts.log_errors = False  # errors are reported as CEL runtime errors, not on stderr
+    return opts
+
+
+def _regex_error(pattern: str, e: Exception) -> ValueError:
+    detail = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+    return ValueError(f"invalid regex {pattern!r}: {detail}")
+
+
+def _regex_matches(s: str, pattern: str) -> bool:
+    try:
+        rx = _compile_regex(pattern)
+    except _re2().error as e:
+        raise _regex_error(pattern, e) from None
+    return rx.search(s) is not None
 
 
 def _cel_equal(a: object, b: object) -> bool:
@@ -1556,6 +1573,114 @@ def _xp_clean_compile(message: str) -> str:
     return message.replace("map(string, string)", _Q).replace("map(int, string)", _V)
 
 
+_XP_IP_KEY = 0
+_XP_CIDR_KEY = True
+_XP_URL_KEY = "@u"
+
+
+def _xp_ext_functions(cel: Any, Q: Any, V: Any) -> list[Any]:
+    """Declarations of :data:`plugins.dra.cel_ext.FUNCTIONS` for cel-expr-python (typed overloads; IP, CIDR and
+    URL travel as tagged maps of distinct types like Quantity and Semver)."""
+    from plugins.dra import cel_ext
+
+    T = cel.Type
+    IP, CIDR, URL = T.Map(T.UINT, T.STRING), T.Map(T.BOOL, T.STRING), T.Map(T.STRING, T.BYTES)
+    L, M, D, N, S, B = T.List(T.DYN), T.Map(T.DYN, T.DYN), T.DYN, T.INT, T.STRING, T.BOOL
+    # One overload per runtime kind (cel-cpp dispatches on kinds: all tagged maps are "map").
+    scalars = [T.INT, T.UINT, T.DOUBLE, T.STRING, T.BOOL, T.BYTES, T.NULL, M, L]
+
+    def arg_in(t: Any, v: Any) -> Any:
+        if t == M and isinstance(v, dict) and len(v) == 1:
+            k = next(iter(v))
+            if k is True and isinstance(v[k], str):
+                return cel_ext.CIDRValue(v[k])
+            if isinstance(v[k], str):
+                return cel_ext.IPValue(v[k])
+            return v
+        if t == IP:
+            return cel_ext.IPValue(v[_XP_IP_KEY])
+        if t == CIDR:
+            return cel_ext.CIDRValue(v[_XP_CIDR_KEY])
+        if t == URL:
+            return cel_ext.URLValue(v[_XP_URL_KEY].decode("utf-8"))
+        return v
+
+    def out(v: Any) -> Any:
+        if isinstance(v, cel_ext.IPValue):
+            return {_XP_IP_KEY: v.text}
+        if isinstance(v, cel_ext.CIDRValue):
+            return {_XP_CIDR_KEY: v.text}
+        if isinstance(v, cel_ext.URLValue):
+            return {_XP_URL_KEY: v.text.encode("utf-8")}
+        return v
+
+    def wrap(impl: Callable[..., Any], params: list[Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            return out(impl(*(arg_in(t, a) for t, a in zip(params, args, strict=False))))
+
+        return call
+
+    sigs: dict[str, list[tuple[Any, list[Any]]]] = {
+        "keys": [(L, [L]), (L, [M])],
+        "quantity_eq_ptr": [(B, [Q, Q])],
+        "zip": [(M, [L, L])],
+        "lists_range": [(T.List(N), [N])],
+        "slice": [(L, [L, N, N])],
+        "flatten": [(L, [L]), (L, [L, N])],
+        "sort": [(L, [L])],
+        "distinct": [(L, [L])],
+        "reverse": [(L, [L])],
+        "sortByKeys": [(L, [L, L])],
+        "isSorted": [(B, [L])],
+        "sum": [(D, [L])],
+        "min": [(D, [L])],
+        "max": [(D, [L])],
+        "indexOf": [(N, [S, S]), (N, [S, S, N]), *((N, [L, t]) for t in scalars)],
+        "lastIndexOf": [(N, [S, S]), (N, [S, S, N]), *((N, [L, t]) for t in scalars)],
+        "sets_contains": [(B, [L, L])],
+        "sets_equivalent": [(B, [L, L])],
+        "sets_intersects": [(B, [L, L])],
+        "ip": [(IP, [S])],
+        "isIP": [(B, [S])],
+        "ip_isCanonical": [(B, [S])],
+        "family": [(N, [IP])],
+        "isUnspecified": [(B, [IP])],
+        "isLoopback": [(B, [IP])],
+        "isLinkLocalMulticast": [(B, [IP])],
+        "isLinkLocalUnicast": [(B, [IP])],
+        "isGlobalUnicast": [(B, [IP])],
+        "cidr": [(CIDR, [S])],
+        "isCIDR": [(B, [S])],
+        "containsIP": [(B, [CIDR, IP]), (B, [CIDR, S])],
+        "containsCIDR": [(B, [CIDR, CIDR]), (B, [CIDR, S])],
+        "cidr_ip": [(IP, [CIDR])],
+        "masked": [(CIDR, [CIDR])],
+        "prefixLength": [(N, [CIDR])],
+        "string": [(S, [M])],
+        "url": [(URL, [S])],
+        "isURL": [(B, [S])],
+        "getScheme": [(S, [URL])],
+        "getHost": [(S, [URL])],
+        "getHostname": [(S, [URL])],
+        "getPort": [(S, [URL])],
+        "getEscapedPath": [(S, [URL])],
+        "getQuery": [(T.Map(S, T.List(S)), [URL])],
+    }
+    decls = []
+    for name, overloads in sigs.items():
+        impl = cel_ext.FUNCTIONS[name].impl
+        decls.append(
+            cel.FunctionDecl(
+                cel_ext.PREFIX + name,
+                [
+                    cel.Overload(f"dra_{name}_{k}", ret, params, impl=wrap(impl, params))
+                    for k, (ret, params) in enumerate(overloads)
+                ],
+            )
+        )
+    return decls
+
+
 class _CelExprPythonEngine:
     name = _XP
 
@@ -1659,7 +1784,8 @@ class _CelExprPythonEngine:
                 "asApproximateFloat",
                 [member("quantity_get_float", T.DOUBLE, [Q], lambda a: float(_xp_quantity_of(a)))],
             ),
-            Fn("sign", [member("quantity_sign", T.INT, [Q], lambda a: _cmp(_xp_quantity_of(a), Fraction(0)))]),
+            # sign() is a global function in Kubernetes' quantity library (sign(q), not q.sign()).
+            Fn("sign", [glob("quantity_sign", T.INT, [Q], lambda a: _cmp(_xp_quantity_of(a), Fraction(0)))]),
             Fn("major", [member("semver_major", T.INT, [V], lambda a: _xp_version_of(a).major)]),
             Fn("minor", [member("semver_minor", T.INT, [V], lambda a: _xp_version_of(a).minor)]),
             Fn("patch", [member("semver_patch", T.INT, [V], lambda a: _xp_version_of(a).patch)]),
@@ -1686,6 +1812,7 @@ class _CelExprPythonEngine:
                 ],
             ),
         ]
+        functions.extend(_xp_ext_functions(cel, Q, V))
         self._env = cel.NewEnv(
             variables={
                 "device.driver": T.STRING,
@@ -1778,7 +1905,10 @@ class _CelExprProgram:
         act = device._activations.get(_XP)
         if act is None:
             act = self._engine.activation(device)
-        value = self._compiled.eval(act)
+        try:
+            value = self._compiled.eval(act)
+        except RuntimeError as e:  # cel-cpp's comprehension iteration budget, internal failures
+            return self._fallback(device, _clean_status(str(e)))
         try:
             plain = value.value()
         except (TypeError, RuntimeError, AssertionError):
@@ -1788,6 +1918,18 @@ class _CelExprProgram:
         if plain is False:
             return False
         raise self._engine.result_error(value, plain)
+
+    def _fallback(self, device: DeviceInput, reason: str) -> bool:
+        """cel-cpp stopped the evaluation: its comprehension budget (9,999 iterations per evaluation) is
+        smaller than what Kubernetes' cost limit allows. Only this evaluation fails (its claim gets an error
+        status, the run goes on); evaluating it again with cel-python instead would take seconds per device
+        (a selector written to slow the scheduler down), so it is not done."""
+        if "budget" in reason.lower():
+            reason = (
+                "operation cancelled: comprehension iteration budget exceeded (cel-expr-python evaluates at most "
+                f"9,999 comprehension iterations per selector; the {_PY} engine has no such budget)"
+            )
+        raise CELRuntimeError(reason)
 
     def __repr__(self) -> str:
         return f"<{_XP} program {self.expression!r}>"
@@ -1846,6 +1988,8 @@ class _CelPythonEngine:
         self._celpy = celpy
         self._t = celtypes
         self._eval_error = evaluation.CELEvalError
+        # Macro bodies return errors as values (see cel_ext.strict_macros) instead of raising them.
+        evaluation.Evaluator.build_macro_eval = evaluation.Evaluator.build_ss_macro_eval
         self._env = celpy.Environment()
         self._functions = self._build_functions()
         empty = celtypes.MapType()
@@ -2004,10 +2148,142 @@ class _CelPythonEngine:
             "indexOf": index_of,
             "lastIndexOf": last_index_of,
             "join": join,
+            "matches": lambda s, p: Bool(_regex_matches(string_of(s), string_of(p))),
+            "contains": lambda s, sub: Bool(string_of(sub) in string_of(s)),
+            "startsWith": lambda s, sub: Bool(string_of(s).startswith(string_of(sub))),
+            "endsWith": lambda s, sub: Bool(string_of(s).endswith(string_of(sub))),
         }
+        raw.update(self._ext_functions())
         for name, fn in raw.items():
             fn.__name__ = name
         return {name: guard(fn) for name, fn in raw.items()}
+
+    def _plain(self, v: Any) -> Any:
+        """celpy value -> plain Python (bool stays bool: celpy's BoolType is an int subclass)."""
+        t = self._t
+        if isinstance(v, t.BoolType | bool):
+            return bool(v)
+        if isinstance(v, t.IntType | t.UintType):
+            return int(v)
+        if isinstance(v, t.DoubleType):
+            return float(v)
+        if isinstance(v, t.StringType):
+            return str(v)
+        if isinstance(v, t.BytesType):
+            return bytes(v)
+        if isinstance(v, list):
+            return [self._plain(x) for x in v]
+        if isinstance(v, dict):
+            return {self._plain(k): self._plain(x) for k, x in v.items()}
+        return v
+
+    def _to_celpy(self, v: Any) -> Any:
+        t = self._t
+        if isinstance(v, bool):
+            return t.BoolType(v)
+        if isinstance(v, int):
+            return t.IntType(v)
+        if isinstance(v, float):
+            return t.DoubleType(v)
+        if isinstance(v, str):
+            return t.StringType(v)
+        if isinstance(v, bytes):
+            return t.BytesType(v)
+        if isinstance(v, list | tuple):
+            return t.ListType([self._to_celpy(x) for x in v])
+        if isinstance(v, dict):
+            return t.MapType({self._to_celpy(k): self._to_celpy(x) for k, x in v.items()})
+        return v
+
+    def _ext_functions(self) -> dict[str, Callable[..., Any]]:
+        from plugins.dra import cel_ext
+
+        def adapt(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any) -> Any:
+                if len(args) not in cel_ext.FUNCTIONS[name].arities:
+                    raise TypeError(f"wrong number of arguments ({len(args)})")
+                return self._to_celpy(impl(*(self._plain(a) for a in args)))
+
+            return call
+
+        err_type = self._eval_error
+        t = self._t
+
+        def first_error(items: Any) -> Any:
+            for x in items if isinstance(items, list) else ():
+                if isinstance(x, err_type):
+                    return x
+            return None
+
+        def strict(items: Any) -> Any:
+            e = first_error(items)
+            return e if e is not None else items
+
+        def pick(target: Any, flags: Any) -> Any:
+            e = bools(flags)
+            if e is not None:
+                return e
+            source = list(target.keys()) if isinstance(target, dict) else list(target)
+            return t.ListType([v for v, f in zip(source, flags, strict=True) if bool(f)])
+
+        def bools(flags: Any) -> Any:
+            """The error of a comprehension's body values (first error, or a non-bool), else None."""
+            e = first_error(flags)
+            if e is not None:
+                return e
+            if any(not isinstance(f, t.BoolType | bool) for f in flags):
+                return self._err("no such overload: the comprehension's predicate must be a bool")
+            return None
+
+        def has(target: Any, name: Any) -> Any:
+            if isinstance(target, err_type):
+                return target
+            if isinstance(target, dict):
+                return t.BoolType(name in target)
+            return self._err(f"no such overload: has() on {type(target).__name__}")
+
+        def one(flags: Any) -> Any:
+            e = bools(flags)
+            if e is not None:
+                return e
+            return t.BoolType(sum(1 for f in flags if bool(f)) == 1)
+
+        def all_(flags: Any) -> Any:
+            if any(isinstance(f, t.BoolType | bool) and not bool(f) for f in flags):
+                return t.BoolType(False)
+            e = bools(flags)
+            return e if e is not None else t.BoolType(True)
+
+        def exists(flags: Any) -> Any:
+            if any(isinstance(f, t.BoolType | bool) and bool(f) for f in flags):
+                return t.BoolType(True)
+            e = bools(flags)
+            return e if e is not None else t.BoolType(False)
+
+        def adapt_strict(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any) -> Any:
+                for a in args:
+                    if isinstance(a, err_type):
+                        return a
+                    e = first_error(a)
+                    if e is not None:
+                        return e
+                return fn(*args)
+
+            return call
+
+        table = {cel_ext.PREFIX + name: adapt_strict(adapt(name, f.impl)) for name, f in cel_ext.FUNCTIONS.items()}
+        table.update(
+            {
+                cel_ext.PREFIX + "strict": strict,
+                cel_ext.PREFIX + "pick": pick,
+                cel_ext.PREFIX + "one": one,
+                cel_ext.PREFIX + "all": all_,
+                cel_ext.PREFIX + "exists": exists,
+                cel_ext.PREFIX + "has": has,
+            }
+        )
+        return table
 
     # -- compile / evaluate -------------------------------------------------------------------------
     def compile(self, expression: str) -> Program:

@@ -473,25 +473,29 @@ def _scheduler_command() -> list[str]:
 class SchedulerProcess:
     """``dra-scheduler run`` as a subprocess (its own session, so a kill reaches it alone)."""
 
-    def __init__(self, info: Any, log_path: Path, *extra: str, kubeconfig: str | None = None) -> None:
+    def __init__(self, info: Any, log_path: Path, *extra: str, kubeconfig: str | None = None,
+                 env: dict[str, str] | None = None, kubeconfig_flag: bool = True) -> None:
         self.info = info
         self.log_path = log_path
         self.extra = list(extra)
         self.kubeconfig = kubeconfig or info.kubeconfig
+        self.env = env  # the whole environment of the process when given
+        self.kubeconfig_flag = kubeconfig_flag  # False: no --kubeconfig (resolved as kubectl does)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self, timeout: float = 60.0) -> SchedulerProcess:
         self.port = _free_port()
-        cmd = [*_scheduler_command(), "run", "--kubeconfig", self.kubeconfig, "--metrics-port", str(self.port),
+        kc = ["--kubeconfig", self.kubeconfig] if self.kubeconfig_flag else []
+        cmd = [*_scheduler_command(), "run", *kc, "--metrics-port", str(self.port),
                "--metrics-bind-address", "127.0.0.1", *self.extra]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"\n===== start #{self.starts + 1}: {' '.join(cmd)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=REPO, start_new_session=True)
+                                         cwd=REPO, start_new_session=True, env=self.env)
         self.starts += 1
         deadline = time.monotonic() + timeout
         while True:

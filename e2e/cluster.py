@@ -135,8 +135,18 @@ def start(
         ensure_built(build_timeout)
     elif not is_built():
         raise ClusterError(f"e2e binaries are missing in {bin_dir()}: run e2e/build.sh (or make e2e-build)")
+    # With E2E_PORTS=auto the ports are picked free (and distinct) but another process can still take one
+    # before a component binds it: a start that fails then is torn down and retried on new ports.
+    attempts = 3 if (env or {}).get("E2E_PORTS") == "auto" else 1
     with _locked(Path(f"{rd}.lock")):
-        _cluster_sh(rd, "up", env=env, timeout=600)
+        for attempt in range(1, attempts + 1):
+            try:
+                _cluster_sh(rd, "up", env=env, timeout=600)
+                break
+            except ClusterError:
+                if attempt == attempts:
+                    raise
+                _cluster_sh(rd, "down", timeout=120)
     return info(rd)
 
 

@@ -27,6 +27,25 @@ def generate_name(pod: str, claim: str) -> str:
     return base + "-"
 
 
+def claim_from_template(template: Obj, ns: str, owner_name: str, claim_name: str, owner: Obj) -> Obj:
+    """The ResourceClaim kube-controller-manager makes from a ResourceClaimTemplate for a pod's (or a PodGroup's)
+    claim entry ``claim_name``: the template's labels, annotations and spec, ``generateName`` from the owner's and
+    the entry's names, the ``pod-claim-name`` annotation and ``owner`` as controller reference."""
+    tmeta = (template.get("spec") or {}).get("metadata") or {}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": generate_name(owner_name, claim_name),
+            "namespace": ns,
+            "labels": dict(tmeta.get("labels") or {}),
+            "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: claim_name},
+            "ownerReferences": [owner],
+        },
+        "spec": copy.deepcopy((template.get("spec") or {}).get("spec") or {}),
+    }
+
+
 async def create_pod_claims(api: ClusterAPI, pod: Obj) -> list[str]:
     """Create missing template claims of ``pod``; returns problems (e.g. a missing template)."""
     meta = pod.get("metadata") or {}
@@ -47,29 +66,9 @@ async def create_pod_claims(api: ClusterAPI, pod: Obj) -> list[str]:
         except NotFound:
             problems.append(f"pod {ns}/{name}: resourceclaimtemplate {ns}/{tmpl} not found")
             continue
-        tmeta = (template.get("spec") or {}).get("metadata") or {}
-        claim: Obj = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {
-                "generateName": generate_name(name, pc["name"]),
-                "namespace": ns,
-                "labels": dict(tmeta.get("labels") or {}),
-                "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: pc["name"]},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "name": name,
-                        "uid": uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": copy.deepcopy((template.get("spec") or {}).get("spec") or {}),
-        }
-        created = await api.create("ResourceClaim", claim)
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "controller": True,
+                 "blockOwnerDeletion": True}
+        created = await api.create("ResourceClaim", claim_from_template(template, ns, name, pc["name"], owner))
         statuses.append({"name": pc["name"], "resourceClaimName": created["metadata"]["name"]})
         changed = True
     if changed:
@@ -226,28 +225,9 @@ async def create_podgroup_claims(api: ClusterAPI, podgroup: Obj, members: list[O
         except NotFound:
             problems.append(f"PodGroup {ns}/{name}: resource claim template {tmpl!r} not found")
             continue
-        tmeta = (template.get("spec") or {}).get("metadata") or {}
-        claim: Obj = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {
-                "generateName": generate_name(name, pgc["name"]),
-                "namespace": ns,
-                "labels": dict(tmeta.get("labels") or {}),
-                "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: pgc["name"]},
-                "ownerReferences": [
-                    {
-                        "apiVersion": str(podgroup.get("apiVersion") or "scheduling.k8s.io/v1beta1"),
-                        "kind": "PodGroup",
-                        "name": name,
-                        "uid": uid,
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": copy.deepcopy((template.get("spec") or {}).get("spec") or {}),
-        }
-        created = await api.create("ResourceClaim", claim)
+        owner = {"apiVersion": str(podgroup.get("apiVersion") or "scheduling.k8s.io/v1beta1"), "kind": "PodGroup",
+                 "name": name, "uid": uid, "controller": True}
+        created = await api.create("ResourceClaim", claim_from_template(template, ns, name, pgc["name"], owner))
         statuses.append({"name": pgc["name"], "resourceClaimName": created["metadata"]["name"]})
         known[pgc["name"]] = created["metadata"]["name"]
         changed = True

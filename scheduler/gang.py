@@ -1184,20 +1184,7 @@ class GangScheduler:
                 names = ", ".join(lv.name for lv in topo.args.levels)
                 problem = f"annotation {key}: {v!r} is not a topology level ({names})"
         required, _ = topo.levels_for(pg)
-        total = sum(c.target for c in classes)
-        nodes: set[str] = set()
-        for c in classes:
-            nodes.update(rooms[c.key].caps)
-        slots: dict[str, int] = {}
-        for n in nodes:
-            if len(classes) == 1:
-                s = rooms[classes[0].key].caps.get(n, 0)
-            else:
-                # members of the group's mix that fit on the node when the classes share its room
-                load = sum(c.target / rooms[c.key].caps[n] for c in classes if rooms[c.key].caps.get(n, 0) > 0)
-                s = math.ceil(total / load) if load > 0 else 0
-            if s > 0:
-                slots[n] = s
+        slots = self._member_slots(classes, rooms)
         snap = self.s.cache.snapshot()
         labels = {n: snap.node_map[n].node.labels for n in slots if n in snap.node_map}
         return plan(topo.args.levels, labels, slots, need, required, pack=topo.pack), problem

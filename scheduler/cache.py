@@ -43,10 +43,6 @@ from scheduler.objects import OBJECT_KINDS
 
 log = structlog.get_logger("dra_scheduler.cache")
 
-# kube-scheduler's defaults for pods that request nothing, used only for scoring spread.
-DEFAULT_MILLI_CPU = 100
-DEFAULT_MEMORY = 200 * 1024 * 1024
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeInfo:

@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, ".")
 
-from scheduler.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
+from bench.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
 from scheduler.logging import configure_logging
 from scheduler.simulate import simulate
 

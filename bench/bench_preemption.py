@@ -40,10 +40,7 @@ from typing import Any
 
 sys.path.insert(0, ".")
 
-from plugins.defaultpreemption.plugin import DefaultPreemption
-from plugins.topology.plugin import GpuTopology
-from plugins.topology.scoring import best_set_value
-from scheduler.fleet import (
+from bench.fleet import (
     DGX_H100,
     HGX_A100_80GB,
     TOPOLOGY_ANNOTATION,
@@ -52,6 +49,9 @@ from scheduler.fleet import (
     gpu_node_objects,
     scale_fleet,
 )
+from plugins.defaultpreemption.plugin import DefaultPreemption
+from plugins.topology.plugin import GpuTopology
+from plugins.topology.scoring import best_set_value
 from scheduler.logging import configure_logging
 from scheduler.simulate import SimulationResult, simulate
 

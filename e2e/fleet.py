@@ -1,7 +1,7 @@
 """Live fleets for the e2e control plane, and the small API client the e2e tests, the demo and the
 throughput driver use.
 
-The fleet objects come from :mod:`scheduler.fleet` (the same nodes, ResourceSlices and DeviceClasses the
+The fleet objects come from :mod:`bench.fleet` (the same nodes, ResourceSlices and DeviceClasses the
 offline tests and ``manifests/examples/00-fleet.yaml`` use). Here they are created on a live API server,
 acting as the NVIDIA DRA driver would:
 
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from scheduler import fleet as gen
+from bench import fleet as gen
 
 JSON = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent

@@ -49,6 +49,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from bench import fleet as gen
 from e2e import cluster
 from e2e.fleet import (
     JSON,
@@ -64,7 +65,6 @@ from e2e.fleet import (
     pod_scheduled_condition,
     wait_for,
 )
-from scheduler import fleet as gen
 
 PLAIN_FLEET = "sbs"
 RUN_LABEL = "e2e.dra-scheduler.io/sbs-run"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from bench import fleet as gen
 from e2e.fleet import (
     JSON,
     Kube,
@@ -19,7 +20,6 @@ from e2e.fleet import (
     pod_scheduled_condition,
     wait_for,
 )
-from scheduler import fleet as gen
 
 
 def test_pod_is_scheduled_once_its_device_class_is_created(kube: Kube, scheduler: SchedulerProcess) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import time
 
+from bench.fleet import RACK_LABEL
 from e2e.fleet import (
     FLEET_LABEL,
     JSON,
@@ -39,7 +40,6 @@ from e2e.fleet import (
     upstream_member,
     wait_for,
 )
-from scheduler.fleet import RACK_LABEL
 
 KINDS.setdefault("Job", Kind("batch", "v1", "jobs", True))
 FABRIC_DRIVER = "fabric.example.com"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from scheduler.framework.interface import EXTENSION_POINTS
+from scheduler.goduration import parse_go_duration
 
 DEFAULT_SCHEDULER_NAME = "dra-scheduler"
 
@@ -53,84 +54,36 @@ class LeaderElectionConfig:
     named: frozenset[str] = frozenset()
 
 
-# The default profile: every extension point with its plugins, in order (kube-scheduler's defaults,
-# restricted to the plugins this scheduler implements, plus DynamicResources everywhere it acts).
-DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
-    # kube-scheduler 1.37.2's default profile (pkg/scheduler/apis/config/v1/default_plugins.go), in its
-    # order, plus GpuTopology. A plugin listed at a point it does not implement (its registry entry's
-    # ``points``) is left out there, as upstream's multiPoint expansion does.
-    "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources"), PluginRef("DefaultPreemption")),
-    "queueSort": (PluginRef("PrioritySort"),),
-    "preFilter": (
-        PluginRef("UnsupportedFields"),  # ours: a field we do not implement rejects the pod, naming it
-        PluginRef("NodeAffinity"),
-        PluginRef("NodePorts"),
-        PluginRef("NodeResourcesFit"),
-        PluginRef("VolumeRestrictions"),
-        PluginRef("NodeVolumeLimits"),
-        PluginRef("VolumeBinding"),
-        PluginRef("VolumeZone"),
-        PluginRef("PodTopologySpread"),
-        PluginRef("InterPodAffinity"),
-        PluginRef("GpuTopology"),  # hands DynamicResources the device-order hook, so it runs first
-        PluginRef("DynamicResources"),
-        PluginRef("NodeDeclaredFeatures"),
-    ),
-    "filter": (
-        PluginRef("NodeUnschedulable"),
-        PluginRef("NodeName"),
-        PluginRef("TaintToleration"),
-        PluginRef("NodeAffinity"),
-        PluginRef("NodePorts"),
-        PluginRef("NodeResourcesFit"),
-        PluginRef("VolumeRestrictions"),
-        PluginRef("NodeVolumeLimits"),
-        PluginRef("VolumeBinding"),
-        PluginRef("VolumeZone"),
-        PluginRef("PodTopologySpread"),
-        PluginRef("InterPodAffinity"),
-        PluginRef("DynamicResources"),
-        PluginRef("NodeDeclaredFeatures"),
-    ),
-    "postFilter": (PluginRef("DefaultPreemption"),),
-    "preScore": (
-        PluginRef("TaintToleration"),
-        PluginRef("NodeAffinity"),
-        PluginRef("NodeResourcesFit"),
-        PluginRef("VolumeBinding"),
-        PluginRef("PodTopologySpread"),
-        PluginRef("InterPodAffinity"),
-        PluginRef("NodeResourcesBalancedAllocation"),
-        PluginRef("ImageLocality"),
-    ),
-    "score": (
-        PluginRef("TaintToleration", 3),
-        PluginRef("NodeAffinity", 2),
-        PluginRef("NodeResourcesFit", 1),
-        PluginRef("VolumeBinding", 1),
-        PluginRef("PodTopologySpread", 2),
-        PluginRef("InterPodAffinity", 2),
-        PluginRef("DynamicResources", 2),
-        PluginRef("NodeResourcesBalancedAllocation", 1),
-        PluginRef("ImageLocality", 1),
-        PluginRef("GpuTopology", 3),
-    ),
-    "reserve": (PluginRef("VolumeBinding"), PluginRef("DynamicResources")),
-    "permit": (),
-    "preBind": (PluginRef("VolumeBinding"), PluginRef("DynamicResources"), PluginRef("GpuTopology")),
-    "bind": (PluginRef("DefaultBinder"),),
-}
+def default_profile() -> Mapping[str, tuple[PluginRef, ...]]:
+    """The default profile: every extension point with its enabled plugins in order, score weights included
+    (kube-scheduler 1.37.2's ``default_plugins.go`` plus ours). It lives with the in-tree plugins
+    (``plugins/registry.py``) and is found through the registry entry points, like the plugins."""
+    from scheduler.framework.registry import default_profile as installed_default_profile
+
+    return installed_default_profile()
+
+
+# ``DEFAULT_PLUGINS``: the default profile, resolved on first use (PEP 562 module ``__getattr__``; hidden
+# from the type checker, which sees only the declaration, so that any other missing name is still an error).
+if TYPE_CHECKING:
+    DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]]
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "DEFAULT_PLUGINS":
+            return default_profile()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_plugins(registry: Mapping[str, PluginSpec] | None = None) -> dict[str, tuple[PluginRef, ...]]:
-    """DEFAULT_PLUGINS restricted to the points each registered plugin implements."""
+    """The default profile restricted to the points each registered plugin implements."""
     if registry is None:
         from scheduler.framework.registry import default_registry
 
         registry = default_registry()
     return {
         point: tuple(r for r in refs if r.name in registry and point in registry[r.name].points)
-        for point, refs in DEFAULT_PLUGINS.items()
+        for point, refs in default_profile().items()
     }
 
 
@@ -310,12 +263,13 @@ def _resolve_plugins(
     multi = sets.get(MULTI_POINT, _PluginSet())
     multi_disabled = set(multi.disabled)
     result: dict[str, tuple[PluginRef, ...]] = {}
+    profile = default_profile()
     for point in POINTS:
         # multiPoint.disabled removes default plugins at every point ("*": all of them).
         # The registry is the authority: a default plugin it lacks, or lists without this point, is skipped.
         defaults = [
             r
-            for r in DEFAULT_PLUGINS.get(point, ())
+            for r in profile.get(point, ())
             if r.name in registry
             and point in registry[r.name].points
             and "*" not in multi_disabled
@@ -507,7 +461,6 @@ def _parse_leader_election(raw: Any, errs: list[str]) -> LeaderElectionConfig | 
     """``leaderElection`` (component-base LeaderElectionConfiguration, defaulted as kube-scheduler does and
     validated as component-base ``ValidateLeaderElectionConfiguration`` plus client-go's
     ``NewLeaderElector`` timing checks; durations are Go duration strings, e.g. ``15s``)."""
-    from plugins.dra.plugin import parse_go_duration
     from scheduler.kube.leader import validate_timing
 
     path = "leaderElection"

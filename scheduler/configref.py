@@ -4,11 +4,12 @@
 
 Everything in the reference comes from the code: the plugins and the extension points they implement from
 the registry (:func:`scheduler.framework.registry.default_registry`), the default profile and its score
-weights from :data:`scheduler.config.DEFAULT_PLUGINS`, the top-level defaults from
-:class:`scheduler.config.SchedulerConfig`, and each plugin's args with the defaults the plugin applies
-(its ``PluginSpec.default_args``, or for the plugins that apply defaults themselves, the constants they
-use). ``tests/test_docs.py`` checks that the committed file equals this module's output and that every
-documented arg with its default passes the plugin's own args validation, so the reference cannot drift.
+weights from :func:`scheduler.config.default_profile` (both from the installed registries, the in-tree one
+being ``plugins/registry.py``), the top-level defaults from :class:`scheduler.config.SchedulerConfig`, and
+each plugin's args with the defaults the plugin applies (its ``PluginSpec.default_args``, or for the plugins
+that apply defaults themselves, its ``PluginSpec.arg_docs``). ``tests/test_docs.py`` checks that the
+committed file equals this module's output and that every documented arg with its default passes the
+plugin's own args validation, so the reference cannot drift.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.config import (
@@ -30,16 +30,9 @@ from scheduler.config import (
     SchedulerConfig,
     default_plugins,
 )
-from scheduler.framework.registry import PluginSpec, default_registry
+from scheduler.framework.registry import NO_DEFAULT, ArgDoc, PluginSpec, default_registry
 
-NO_DEFAULT: Any = object()  # an arg the plugin accepts without applying a default value
-
-
-@dataclass(frozen=True, slots=True)
-class ArgDoc:
-    name: str
-    default: Any = NO_DEFAULT
-    note: str = ""
+__all__ = ["NO_DEFAULT", "ArgDoc", "main", "plugin_args", "render"]
 
 
 # Upstream's source of each kube-scheduler plugin (kubernetes v1.37.2, pkg/scheduler/framework/plugins/).
@@ -113,56 +106,13 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def _dynamic_resources_args() -> list[ArgDoc]:
-    from plugins.dra import plugin as dra
-
-    gates = {g: True for g in sorted(getattr(dra, "_GATES", ()))}
-    return [
-        ArgDoc("featureGates", gates),
-        ArgDoc("celEngine"),
-        ArgDoc("bindingTimeout", _format_duration(dra.BINDING_TIMEOUT_DEFAULT)),
-        ArgDoc("filterTimeout"),
-        ArgDoc("nodeSelector"),
-    ]
-
-
-def _gpu_topology_args() -> list[ArgDoc]:
-    from plugins.topology import plugin as topo
-
-    a = topo.parse_args({})
-    values: dict[str, Any] = {
-        "mode": a.mode,
-        "driver": a.driver,
-        "profiles": [],
-        "levels": [lv.label for lv in a.levels],
-        "requiredLevel": a.required_level,
-        "preferredLevel": a.preferred_level,
-        "deviceOrder": a.device_order,
-    }
-    fields = getattr(topo, "_FIELDS", tuple(values))
-    return [ArgDoc(f, values.get(f, NO_DEFAULT)) for f in fields]
-
-
-def _node_affinity_args() -> list[ArgDoc]:
-    return [ArgDoc("addedAffinity")]
-
-
-# Plugins that apply their arg defaults themselves (not through PluginSpec.default_args).
-_OWN_DEFAULTS: Mapping[str, Callable[[], list[ArgDoc]]] = {
-    "DynamicResources": _dynamic_resources_args,
-    "GpuTopology": _gpu_topology_args,
-    "NodeAffinity": _node_affinity_args,
-}
-
-
 def plugin_args(spec: PluginSpec) -> list[ArgDoc]:
     """The args of one plugin with the defaults its code applies, in a stable order."""
     notes = _NOTES.get(spec.name, {})
     out = [ArgDoc(k, v, notes.get(k, "")) for k, v in spec.default_args.items()]
     seen = {a.name for a in out}
-    own = _OWN_DEFAULTS.get(spec.name)
-    if own is not None:
-        out += [dataclasses.replace(a, note=notes.get(a.name, "")) for a in own() if a.name not in seen]
+    if spec.arg_docs is not None:
+        out += [dataclasses.replace(a, note=notes.get(a.name, "")) for a in spec.arg_docs() if a.name not in seen]
     seen = {a.name for a in out}
     # Args named in the notes that the spec's defaults do not list (accepted without a default).
     out += [ArgDoc(k, NO_DEFAULT, n) for k, n in notes.items() if k not in seen]

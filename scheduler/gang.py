@@ -25,21 +25,25 @@ The search scales with the number of *kinds* of members, not with the number of 
 3. **Backtracking only where members differ.** Classes are placed largest first; a class gets up to
    ``MAX_PACKINGS`` alternative packings (the best one, one that avoids the nodes later classes need most, one
    that uses up partially used nodes first), and the search backtracks across classes. Members placed on the
-   same node have their claims allocated *jointly* when one by one fails, so the allocator can backtrack
-   across their devices (kubernetes#138765: devices chosen pod by pod without backtracking). Members sharing
+   same node have their claims allocated *jointly* when one by one fails (the JointAllocation point, below), so
+   the allocator can backtrack across their devices (kubernetes#138765: devices chosen pod by pod without
+   backtracking). Members sharing
    an unallocated claim are classes of their own (the claim pins them to one node). ``SEARCH_BUDGET`` limits
    the backtracking (packings tried again because a later class did not fit; the first packing of each class is
    free, so a group of any number of classes that needs no backtracking never meets it); when it ends the group
    is retried later (backoff), and the reason says so — it is never reported as "does not fit".
-4. **Placement quality.** With GpuTopology the group is first placed inside the smallest topology domain
-   (NVLink clique, rack, block/spine, zone: node labels listed in the plugin args) whose room covers it,
-   tightest first, then in the next larger ones, then anywhere — unless the PodGroup (annotation
+4. **Placement quality.** With a PlacementGenerate plugin (GpuTopology) the group is first placed inside the
+   smallest topology domain (NVLink clique, rack, block/spine, zone: node labels listed in the plugin args) whose
+   room covers it, tightest first, then in the next larger ones, then anywhere — unless the PodGroup (annotation
    ``dra-scheduler.io/topology-required``) or the plugin args require a level, in which case the group waits
-   until one domain of that level can host it. Inside the chosen domain the packing spans as few sub-domains
-   and then as few nodes as possible and gives the remainder to the tightest node that takes it (a partially
-   used node before an empty 8-GPU one); ties go to the framework's node scores (GpuTopology's Pack/NVLink
-   score among them). Single members are ranked by those scores plus ``group_score`` (GpuTopology: a bonus for
-   nodes in the domains of the members placed so far). The PodGroup status says where the group went and why.
+   until one domain of that level can host it. A ``scheduling.k8s.io/v1beta1`` PodGroup's
+   ``schedulingConstraints.topology`` key is planned by the engine itself (:mod:`scheduler.framework.domains`,
+   one domain of the key, the best feasible one by placement score: :mod:`scheduler.gang_workload`). Inside the
+   chosen domain the packing spans as few sub-domains and then as few nodes as possible and gives the remainder
+   to the tightest node that takes it (a partially used node before an empty 8-GPU one); ties go to the
+   framework's node scores (GpuTopology's Pack/NVLink score among them). Single members are ranked by those
+   scores plus a GroupMemberScore plugin's ``group_score`` (GpuTopology: a bonus for nodes in the domains of the
+   members placed so far). The PodGroup status says where the group went and why.
 5. **Responsiveness.** The search (and the commit) yields to the event loop (``await asyncio.sleep(0)``) after
    every ``SLICE_SECONDS`` of work, so informers, binding tasks and health checks run meanwhile. The search works
    on the live cache — its tentative placements are assumed pods and in-flight device reservations, and no other
@@ -47,14 +51,30 @@ The search scales with the number of *kinds* of members, not with the number of 
    ledger while it yielded. If so, the placement found is re-validated before anything is written (members
    unchanged, nodes present and unchanged, node resources not overcommitted, no device taken by another claim)
    and searched again (``MAX_RESTARTS``) when it is no longer valid; then the group is retried later.
-6. **Preemption.** A group that does not fit (not a search that merely ran out of budget) is handed to
-   workload-aware preemption (:mod:`plugins.defaultpreemption.group`, DefaultPreemption's ``PodGroupPostFilter``
-   when DefaultPreemption is a PostFilter of the profile): its dry runs run this same search on a private copy of
-   the cache without the victims (``_DryRunOracle``); on success each placed member is nominated to its node, the
+6. **Preemption.** A group that does not fit (not a search that merely ran out of budget) is handed to the
+   PodGroupPostFilter plugins among the profile's PostFilter plugins (workload-aware preemption: DefaultPreemption):
+   their dry runs run this same search on a private copy of the cache without the victims (``_DryRunOracle``, the
+   framework's ``PodGroupScheduling``); on success each placed member is nominated to its node, the
    status writes go out, then the victims are evicted, and the group is retried once they are gone. While a group
    is searched, its own members' nominations are taken out of the nominator (they hold the group's own room; upstream
    deletes a member's nomination when it is assumed), and every Filter runs with the nominated pods of equal or
    higher priority (``Framework.filter_node``), so room held for other preemptors is respected.
+
+**Framework extension points.** The group cycle names no plugin: besides the pod points it runs for each member
+(PreFilter, Filter, PreScore/Score, Reserve/Unreserve, PreBind/Bind), it reaches plugins only through the group
+points of :mod:`scheduler.framework.interface`, found with ``isinstance`` over the profile's plugins (upstream
+kubernetes v1.37.2 ``pkg/scheduler/schedule_one_podgroup.go``; KEP-4671, KEP-5732):
+
+* ``PodGroupPostFilterPlugin.pod_group_post_filter`` (upstream PodGroupPostFilter; DefaultPreemption): a group
+  that does not fit, with the group, its nominations and ``PodGroupScheduling`` (this search on a cache copy);
+  returns the status, nominations, victims, API work (``PodGroupPostFilterResult``);
+* ``PlacementGeneratePlugin`` (upstream PlacementGenerate; GpuTopology): the topology levels, the domains to try
+  with the required level and a problem with the PodGroup's annotations, and where a group landed;
+* ``GroupMemberScorePlugin.group_score`` (GpuTopology): a node's bonus for a member given the members' nodes;
+* ``JointAllocationPlugin`` (DynamicResources): whether a Filter rejection may be resolved by allocating the
+  members on the node together, the joint allocation, each member's allocation (opaque values) and the claims it
+  reserves, kept in the group's pending map (``GROUP_PENDING_KEY``, read by that plugin's PreFilter);
+* ``BindingNotePlugin.binding_note`` (GpuTopology): the note of each member's Scheduled Event.
 """
 
 from __future__ import annotations
@@ -69,15 +89,22 @@ from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
-from plugins.defaultpreemption.group import GroupPreemption, Placement, group_preemptor, preempt_group
-from plugins.defaultpreemption.plugin import DefaultPreemption
-from plugins.dra.allocator import AllocationError, ClaimAllocation
-from plugins.dra.plugin import GROUP_PENDING_KEY, DynamicResources
-from plugins.topology.domains import Attempt, Level, Plan, find_level, plan
-from plugins.topology.plugin import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, GpuTopology, placement_note
-from scheduler.api import ApiError
+from scheduler.api import ApiError, pod_writes
 from scheduler.cache import Cache, NodeInfo
-from scheduler.framework.interface import Code, CycleState, QueuedPodInfo, Status
+from scheduler.framework.domains import Attempt, Level, Plan, plan
+from scheduler.framework.interface import (
+    GROUP_PENDING_KEY,
+    AllocatedDevices,
+    Code,
+    CycleState,
+    JointAllocationPlugin,
+    PlacementGeneratePlugin,
+    PodGroupAssignments,
+    PodGroupInfo,
+    PodGroupPostFilterResult,
+    QueuedPodInfo,
+    Status,
+)
 from scheduler.framework.nominator import OVERRIDE
 from scheduler.framework.runtime import Framework
 from scheduler.gang_capacity import (
@@ -135,7 +162,7 @@ class GroupState:
     scheduled_at: float | None = None
     timed_out: bool = False
     attempts: int = 0
-    topology: str = ""  # where the group was placed in the topology and why (GpuTopology), for the status
+    topology: str = ""  # where the group was placed in the topology and why (PlacementGenerate), for the status
     started: str = ""  # RFC 3339 wall time of the first attempt (x-k8s status.scheduleStartTime)
     # scheduling.k8s.io/v1beta1: the PodGroupInitiallyScheduled condition to write (placed?, reason, message)
     condition: tuple[bool, str, str] | None = None
@@ -150,7 +177,8 @@ class _Placed:
     node: str
     state: CycleState
     claim_uids: list[str]
-    joint_with: list[tuple[_Placed, list[ClaimAllocation]]] = field(default_factory=list)
+    # members re-allocated jointly with this one on its node, with their allocations before (JointAllocation point)
+    joint_with: list[tuple[_Placed, Sequence[AllocatedDevices]]] = field(default_factory=list)
 
 
 class _Budget(Exception):
@@ -173,7 +201,7 @@ class _Search:
     levels: tuple[str, ...]  # topology level labels, outermost first
     labels: dict[str, Any]  # node -> labels
     placed: list[_Placed] = field(default_factory=list)
-    pending: dict[str, ClaimAllocation] = field(default_factory=dict)  # claim uid -> allocation (this search)
+    pending: dict[str, AllocatedDevices] = field(default_factory=dict)  # claim uid -> allocation (this search)
     on_node: dict[str, list[_Placed]] = field(default_factory=dict)
     steps: int = 0  # packings tried
     backtracks: int = 0  # packings tried after the first one of a class (what SEARCH_BUDGET limits)
@@ -212,8 +240,8 @@ def group_key(pod: Pod) -> str | None:
 
 
 class _ForkedScheduler:
-    """The scheduler as a dry-run group search sees it: the real one, except for the cache (a private copy,
-    :func:`plugins.defaultpreemption.group.fork_cache`)."""
+    """The scheduler as a dry-run group search sees it: the real one, except for the cache (a private copy made
+    by the PodGroupPostFilter plugin)."""
 
     def __init__(self, real: Scheduler, cache: Cache) -> None:
         self._real = real
@@ -224,8 +252,9 @@ class _ForkedScheduler:
 
 
 class _DryRunOracle:
-    """The group's own placement search, run on a copy of the cache for group preemption
-    (:class:`plugins.defaultpreemption.group.Oracle`): what the group cycle will run once the victims are gone."""
+    """The group's own placement search, run on a copy of the cache for a PodGroupPostFilter plugin (group
+    preemption; :class:`scheduler.framework.interface.PodGroupScheduling`): what the group cycle will run once the
+    victims are gone."""
 
     def __init__(
         self, gang: GangScheduler, fw: Framework, members: list[Pod], need: int, pg: PodGroup, bound: Sequence[Pod]
@@ -246,7 +275,7 @@ class _DryRunOracle:
         self._shadow_of = (cache, g)
         return g
 
-    async def search(self, cache: Cache) -> tuple[Placement | None, str]:
+    async def search(self, cache: Cache) -> tuple[PodGroupAssignments | None, str]:
         g = self._shadow(cache)
         self.gang.stats["preemption_searches"] += 1
         search, result = await g._search_once(
@@ -256,7 +285,7 @@ class _DryRunOracle:
         g._undo_all(search)
         return placement, result.reason
 
-    async def check(self, cache: Cache, placement: Placement) -> bool:
+    async def check(self, cache: Cache, placement: PodGroupAssignments) -> bool:
         g = self._shadow(cache)
         self.gang.stats["preemption_checks"] += 1
         snap = cache.snapshot()
@@ -293,7 +322,7 @@ class GangScheduler:
             "yields": 0,
             "max_slice_ms": 0,
             "preemptions": 0,  # group preemptions that chose victims
-            "preemption_searches": 0,  # dry-run group searches (plugins/defaultpreemption/group.py)
+            "preemption_searches": 0,  # dry-run group searches (a PodGroupPostFilter plugin's PodGroupScheduling)
             "preemption_checks": 0,  # dry-run checks of a fixed placement (reprieve)
         }
         self._slice_start = time.perf_counter()
@@ -386,7 +415,7 @@ class GangScheduler:
                 f"pod group {key}: cannot place minMember {pg.min_member} pods together ({len(bound)} bound): "
                 f"{result.reason}"
             )
-            pre: GroupPreemption | None = None
+            pre: PodGroupPostFilterResult | None = None
             if not result.retry:
                 try:
                     pre = await self._preempt(fw, pg, placeable, need, bound, {p.key for p in members}, saved)
@@ -397,8 +426,8 @@ class GangScheduler:
                 self._give_back(saved)
                 await self._retry_later(list(infos.values()), self._timeout_note(pg, gs, msg), gs)
             else:
-                if pre is not None and pre.message:
-                    msg = f"{msg}; {pre.message}"
+                if pre is not None and pre.status.message:
+                    msg = f"{msg}; {pre.status.message}"
                 noms = saved if pre is None else pre.nominations
                 self._fail(list(infos.values()), Status.unschedulable(self._timeout_note(pg, gs, msg)), cycle, gs, noms)
                 await s.flush_writes()
@@ -548,7 +577,7 @@ class GangScheduler:
         if not ok or not placed:
             self.stats["failed"] += 1
             retry = any(lf.retry for lf in leaves.values())
-            pre: GroupPreemption | None = None
+            pre: PodGroupPostFilterResult | None = None
             if not retry and root is None:
                 # workload-aware preemption (PodGroupPostFilter); not for a CompositePodGroup tree
                 try:
@@ -566,8 +595,8 @@ class GangScheduler:
                 msg = lf.reason or why or "no member could be placed"
                 if not msg.startswith("pod group ") and not msg.startswith("composite pod group "):
                     msg = f"pod group {lf.key}: cannot place minCount {lf.pg.min_member} pods together: {msg}"
-                if pre is not None and pre.message and lf is me:
-                    msg = f"{msg}; {pre.message}"
+                if pre is not None and pre.status.message and lf is me:
+                    msg = f"{msg}; {pre.status.message}"
                 lf.gs.message = msg
                 lf.gs.condition = (False, REASON_UNSCHEDULABLE, msg)
                 mine = [infos[p.key] for p in lf.placeable]
@@ -882,7 +911,8 @@ class GangScheduler:
     async def _commit_task(
         self, fw: Framework, placed: list[_Placed], infos: dict[str, QueuedPodInfo], gs: GroupState, key: str
     ) -> bool:
-        await self._commit(fw, placed, infos, gs, key)
+        with pod_writes():  # the live client's rate limiter serves older groups' writes first (scheduler/api.py)
+            await self._commit(fw, placed, infos, gs, key)
         return True
 
     def _timeout_note(self, pg: PodGroup, gs: GroupState, msg: str) -> str:
@@ -921,7 +951,7 @@ class GangScheduler:
         for i in infos:
             await s.write_failure(s.cache.pod(i.pod.key) or i.pod, "Unschedulable", msg)
 
-    # --- group preemption (plugins/defaultpreemption/group.py) ------------------------------------
+    # --- PodGroupPostFilter (group preemption) ----------------------------------------------------
 
     def _take_nominations(self, members: Sequence[Pod]) -> dict[str, str]:
         """The members' nominations (left by a group preemption) hold the group's own room: they are taken out of
@@ -945,13 +975,6 @@ class GangScheduler:
                 continue
             self.s.nominator.add(cur, node, OVERRIDE)
 
-    @staticmethod
-    def _preemption_plugin(fw: Framework) -> DefaultPreemption | None:
-        for p in fw.post_filter:
-            if isinstance(p, DefaultPreemption):
-                return p
-        return None
-
     async def _preempt(
         self,
         fw: Framework,
@@ -961,17 +984,18 @@ class GangScheduler:
         bound: Sequence[Pod],
         group_pods: Collection[str],
         nominated: Mapping[str, str],
-    ) -> GroupPreemption | None:
-        """Workload-aware preemption for a group that does not fit (DefaultPreemption's ``PodGroupPostFilter``);
-        None when the profile has no DefaultPreemption PostFilter."""
-        plugin = self._preemption_plugin(fw)
-        if plugin is None or not members:
+    ) -> PodGroupPostFilterResult | None:
+        """The PodGroupPostFilter plugins (workload-aware preemption: DefaultPreemption) for a group that does not
+        fit; None when no PostFilter plugin of the profile implements it."""
+        if not members or not fw.pod_group_post_filter_plugins():
             return None
         s = self.s
         oracle = _DryRunOracle(self, fw, members, need, pg, bound)
-        preemptor = group_preemptor(s.cache.snapshot(), pg, members, group_pods)
+        group = PodGroupInfo(pg, tuple(members), frozenset(group_pods))
         t0 = time.perf_counter()
-        res = await preempt_group(plugin, s.cache, preemptor, nominated, oracle, fw.scheduler_name)
+        res = await fw.run_pod_group_post_filter(s.cache, group, nominated, oracle)
+        if res is None:
+            return None
         if res.actuate is not None:
             self.stats["preemptions"] += 1
         log.info(
@@ -979,12 +1003,12 @@ class GangScheduler:
             group=pg.meta.key,
             code=res.status.code.name,
             message=res.status.message,
-            victims=sum(len(v.pods) for v in res.victims),
+            victims=len(res.victims),
             seconds=round(time.perf_counter() - t0, 4),
         )
         return res
 
-    async def _run_preemption(self, pre: GroupPreemption | None, members: Sequence[Pod]) -> None:
+    async def _run_preemption(self, pre: PodGroupPostFilterResult | None, members: Sequence[Pod]) -> None:
         """The victims' API work, after the members' status writes (ARCHITECTURE §4): inline in simulate, else a
         task (async preemption)."""
         if pre is None or pre.actuate is None or not members:
@@ -1014,11 +1038,6 @@ class GangScheduler:
         self._slice_start = time.perf_counter()
 
     # --- search -----------------------------------------------------------------------------------
-
-    @staticmethod
-    def _topology(fw: Framework) -> GpuTopology | None:
-        t = fw.instances.get(GpuTopology.name)
-        return t if isinstance(t, GpuTopology) else None
 
     async def _search_group(
         self,
@@ -1077,8 +1096,8 @@ class GangScheduler:
         bound: Sequence[Pod] = (),
     ) -> tuple[_Search, _Result]:
         snap = self.s.cache.snapshot()
-        topo = self._topology(fw)
-        levels = tuple(lv.label for lv in topo.args.levels) if topo is not None else ()
+        topo = fw.placement_generator()
+        levels = tuple(lv.label for lv in topo.placement_levels()) if topo is not None else ()
         search = _Search(
             fw,
             {ni.name: i for i, ni in enumerate(snap.nodes)},
@@ -1169,25 +1188,18 @@ class GangScheduler:
 
     def _domain_plan(
         self,
-        topo: GpuTopology,
+        topo: PlacementGeneratePlugin,
         pg: PodGroup | None,
         classes: Sequence[MemberClass],
         rooms: dict[Hashable, ClassRoom],
         need: int,
     ) -> tuple[Plan, str]:
-        """Topology domains to try (GpuTopology's levels and required level), sized by the classes' rooms."""
-        problem = ""
-        ann = pg.meta.annotations if pg is not None else {}
-        for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION):
-            v = ann.get(key)
-            if v and find_level(topo.args.levels, v) is None:
-                names = ", ".join(lv.name for lv in topo.args.levels)
-                problem = f"annotation {key}: {v!r} is not a topology level ({names})"
-        required, _ = topo.levels_for(pg)
+        """Topology domains to try (the PlacementGenerate plugin's, e.g. GpuTopology's levels and required level),
+        sized by the classes' rooms, and a problem with the PodGroup's topology settings."""
         slots = self._member_slots(classes, rooms)
         snap = self.s.cache.snapshot()
         labels = {n: snap.node_map[n].node.labels for n in slots if n in snap.node_map}
-        return plan(topo.args.levels, labels, slots, need, required, pack=topo.pack), problem
+        return topo.generate_placements(pg, labels, slots, need)
 
     def _member_slots(
         self, classes: Sequence[MemberClass], rooms: dict[Hashable, ClassRoom]
@@ -1312,19 +1324,12 @@ class GangScheduler:
             )
         return _Result(list(search.placed))
 
-    def _where(self, topo: GpuTopology, placed: list[_Placed], chosen: str) -> str:
+    def _where(self, topo: PlacementGeneratePlugin, placed: list[_Placed], chosen: str) -> str:
         if chosen:
             return chosen
         snap = self.s.cache.snapshot()
         labels = [snap.node_map[pl.node].node.labels for pl in placed if pl.node in snap.node_map]
-        for lv in reversed(topo.args.levels):
-            values = {lab.get(lv.label, "") for lab in labels}
-            if len(values) == 1 and "" not in values:
-                return (
-                    f"no single smaller domain had room for {len(placed)} members; placed in {lv.name} "
-                    f"{next(iter(values))} ({lv.label})"
-                )
-        return f"no single topology domain had room for {len(placed)} members; placed across domains"
+        return topo.describe_placement(labels, len(placed))
 
     # --- classes and their room -------------------------------------------------------------------
 
@@ -1388,7 +1393,7 @@ class GangScheduler:
                     reasons[m.key] = st.message
                 continue
             c.allowed = state.read("gang/node-names")
-            c.demands, c.devices = device_demands(state)
+            c.demands, c.devices = device_demands(state, fw.filter)
             c.state = state
             c.target = len(c.members)
             out.append(c)
@@ -1448,6 +1453,7 @@ class GangScheduler:
         room.nodes_in_scope = len(nodes)
         sig = fw.signature(state, rep)
         resources = model.checked_resources(c.requests)
+        joint_plugin = fw.joint_allocator()
         error = ""
         for i, info in enumerate(nodes):
             if i % SCAN_CHUNK == 0:
@@ -1460,7 +1466,12 @@ class GangScheduler:
                     room.rejected[info.name] = fst
                     continue
                 others = search.on_node.get(info.name)
-                if fst.plugin == DynamicResources.name and others and len(others) <= JOINT_MAX_MEMBERS:
+                if (
+                    others
+                    and len(others) <= JOINT_MAX_MEMBERS
+                    and joint_plugin is not None
+                    and joint_plugin.joint_resolvable(fst)
+                ):
                     joint = True  # may fit when the members already there are re-allocated together with it
                 else:
                     room.rejected[info.name] = fst
@@ -1558,8 +1569,8 @@ class GangScheduler:
         m = c.rep
         group_score = self.group_score
         if group_score is None:
-            topo = self._topology(search.fw)
-            group_score = topo.group_score if topo is not None else None
+            scorer = search.fw.group_member_scorer()
+            group_score = scorer.group_score if scorer is not None else None
         used = [n for n, pls in search.on_node.items() if pls]
         snap_nodes = self.s.cache.snapshot().node_map
 
@@ -1707,9 +1718,11 @@ class GangScheduler:
 
     # --- one member -------------------------------------------------------------------------------
 
-    def _state(self, fw: Framework, m: Pod, pending_claims: dict[str, ClaimAllocation]) -> tuple[CycleState, Status]:
+    def _state(
+        self, fw: Framework, m: Pod, pending_claims: dict[str, AllocatedDevices]
+    ) -> tuple[CycleState, Status]:
         state = CycleState(self.s.cache.snapshot())
-        state.write(GROUP_PENDING_KEY, pending_claims)  # read by DynamicResources' PreFilter only
+        state.write(GROUP_PENDING_KEY, pending_claims)  # read by the JointAllocation plugin's PreFilter only
         pre, st = fw.run_pre_filter(state, m)
         if pre is not None and pre.node_names is not None:
             state.write("gang/node-names", pre.node_names)
@@ -1728,11 +1741,11 @@ class GangScheduler:
         info = state.snapshot.node_map.get(node)
         if info is None:
             return None
-        dra = fw.instances.get(DynamicResources.name)
+        joint = fw.joint_allocator()
         fst = fw.filter_node(state, m, info, None)  # nominated pods of >= priority hold their room
-        joint_with: list[tuple[_Placed, list[ClaimAllocation]]] = []
+        joint_with: list[tuple[_Placed, Sequence[AllocatedDevices]]] = []
         if not fst.is_success:
-            if fst.plugin != DynamicResources.name or not isinstance(dra, DynamicResources):
+            if joint is None or not joint.joint_resolvable(fst):
                 return None
             others = [pl for pl in search.on_node.get(node, ()) if pl.claim_uids]
             if not others or len(others) > JOINT_MAX_MEMBERS:
@@ -1741,61 +1754,57 @@ class GangScheduler:
             self.stats["joint_allocations"] += 1
             ledger = state.snapshot.ledger
             for pl in others:
-                prev = dra.allocation_for(pl.state, node)
+                prev = joint.member_allocation(pl.state, node)
                 joint_with.append((pl, list(prev)))
                 for uid in pl.claim_uids:
                     ledger.unreserve(uid)
-            try:
-                got = dra.joint_allocate([*(pl.state for pl in others), state], info)
-            except AllocationError:
-                got = None
+            got = joint.allocate_jointly([*(pl.state for pl in others), state], info)
             if got is None:
-                self._restore(others, joint_with, node, dra, pending_claims)
+                self._restore(others, joint_with, node, joint, pending_claims)
                 return None
             for pl, allocs in zip(others, got[:-1], strict=True):
-                self._reserve_claims(dra, pl.state, node, allocs, pending_claims, ledger)
+                self._reserve_claims(joint, pl.state, node, allocs, pending_claims, ledger)
         s.cache.assume_pod(m, node)
         rst = fw.run_reserve(state, m, node)
         if not rst.is_success:
             s.cache.forget_pod(m)
-            if joint_with and isinstance(dra, DynamicResources):
-                self._restore([pl for pl, _ in joint_with], joint_with, node, dra, pending_claims)
+            if joint_with and joint is not None:
+                self._restore([pl for pl, _ in joint_with], joint_with, node, joint, pending_claims)
             return None
-        claims = dra.claims_to_allocate(state) if isinstance(dra, DynamicResources) else []
-        if isinstance(dra, DynamicResources):
-            for c, a in zip(claims, dra.allocation_for(state, node), strict=False):
-                pending_claims[c.meta.uid] = a
-        pl = _Placed(m, node, state, [c.meta.uid for c in claims], joint_with)
+        uids: Sequence[str] = ()
+        if joint is not None:
+            uids, pairs = joint.member_claims(state, node)
+            for uid, a in pairs:
+                pending_claims[uid] = a
+        pl = _Placed(m, node, state, list(uids), joint_with)
         search.placed.append(pl)
         search.on_node.setdefault(node, []).append(pl)
         return pl
 
     def _reserve_claims(
         self,
-        dra: DynamicResources,
+        joint: JointAllocationPlugin,
         state: CycleState,
         node: str,
-        allocs: list[ClaimAllocation],
-        pending_claims: dict[str, ClaimAllocation],
+        allocs: Sequence[AllocatedDevices],
+        pending_claims: dict[str, AllocatedDevices],
         ledger: Any,
     ) -> None:
-        for c, a in zip(dra.claims_to_allocate(state), allocs, strict=True):
-            ledger.reserve(c.meta.uid, c.key, a.results)
-            pending_claims[c.meta.uid] = a
-        dra.set_allocation(state, node, allocs)
+        for uid, a in joint.reserve_member_allocation(state, node, allocs, ledger):
+            pending_claims[uid] = a
 
     def _restore(
         self,
         others: list[_Placed],
-        joint_with: list[tuple[_Placed, list[ClaimAllocation]]],
+        joint_with: list[tuple[_Placed, Sequence[AllocatedDevices]]],
         node: str,
-        dra: DynamicResources,
-        pending_claims: dict[str, ClaimAllocation],
+        joint: JointAllocationPlugin,
+        pending_claims: dict[str, AllocatedDevices],
     ) -> None:
         ledger = self.s.cache.ledger
         for pl, prev in joint_with:
             if pl in others:
-                self._reserve_claims(dra, pl.state, node, prev, pending_claims, ledger)
+                self._reserve_claims(joint, pl.state, node, prev, pending_claims, ledger)
 
     def _unplace(self, search: _Search, pl: _Placed) -> None:
         fw = search.fw
@@ -1804,9 +1813,9 @@ class GangScheduler:
         self.s.cache.forget_pod(pl.pod)
         for uid in pl.claim_uids:
             pending_claims.pop(uid, None)
-        dra = fw.instances.get(DynamicResources.name)
-        if pl.joint_with and isinstance(dra, DynamicResources):
-            self._restore([o for o, _ in pl.joint_with], pl.joint_with, pl.node, dra, pending_claims)
+        joint = fw.joint_allocator()
+        if pl.joint_with and joint is not None:
+            self._restore([o for o, _ in pl.joint_with], pl.joint_with, pl.node, joint, pending_claims)
         if search.placed and search.placed[-1] is pl:
             search.placed.pop()
         else:
@@ -1906,7 +1915,7 @@ class GangScheduler:
                 self.last_results["scheduled"] += 1
                 s.queue.done(pl.pod.key)
                 s.attempts["scheduled"] += 1
-                why = placement_note(pl.state, pl.node)
+                why = fw.binding_note(pl.state, pl.node)
                 await api.event(
                     dict(pl.pod.raw),
                     "Normal",

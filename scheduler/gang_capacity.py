@@ -7,19 +7,18 @@ bounds, and every member is still verified by PreFilter and Filter when it is pl
 unallocated claim that another member also uses is a class of its own (the claim is allocated once, for the
 first of them, and pins the others to its node).
 
-For a class and a node this module computes an *upper bound* on how many members fit there together:
+For a class and a node, :class:`CapacityModel` computes an *upper bound* on how many members fit there together:
+the minimum over what the profile's plugins contribute through the extension points of
+:mod:`scheduler.framework.capacity` (ours; kube-scheduler 1.37.2 has no capacity pre-check for groups):
 
-* NodeResourcesFit: free cpu / memory / ephemeral-storage / scalar resources divided by the member's
-  request, free pod slots;
-* DynamicResources: for each ``ExactCount`` request (grouped by device class and selectors) the node's free
-  devices that match the class and the request's selectors divided by the devices one member takes; a
-  ``firstAvailable`` request: the free devices any of its alternatives matches divided by the smallest
-  alternative's count; an ``All`` request fits once. Devices
-  that can be shared (``allowMultipleAllocations``) and admin-access requests are not bounded.
+* :class:`~scheduler.framework.capacity.ResourceCapacityPlugin` (NodeResourcesFit): free cpu / memory /
+  ephemeral-storage / scalar resources divided by the member's request, free pod slots;
+* :class:`~scheduler.framework.capacity.DeviceCapacityPlugin` (DynamicResources): the node's free devices that
+  match each of the member's device demands divided by the devices one member takes.
 
-The gang scheduler verifies every count by allocating the members (so the bound only has to be an upper
-bound, exact in the common case), and sums the bounds over all nodes and all members for the quick
-rejection of a group that cannot fit, with a message that says what is short ("not enough devices of class
+The gang scheduler verifies every count by placing the members (so the bound only has to be an upper bound,
+exact in the common case), and sums the bounds over all nodes and all members for the quick rejection of a group
+that cannot fit, with a message (:func:`shortage`) that says what is short ("not enough devices of class
 gpu.nvidia.com: 1,025 needed, 1,024 free ...").
 """
 
@@ -30,17 +29,31 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plugins.dra.allocator import AllocationError, Allocator, Pool, _Req
-from plugins.dra.extended import should_delegate
-from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
-from plugins.dra.plugin import DynamicResources
-from plugins.noderesources.fit import NodeResourcesFit, is_extended_resource, is_scalar_resource
 from scheduler.cache import NodeInfo, Snapshot
+from scheduler.framework.capacity import (
+    EXACT,
+    UNBOUNDED,
+    DeviceCapacityPlugin,
+    DeviceDemand,
+    ResourceCapacityPlugin,
+)
 from scheduler.framework.interface import CycleState
-from scheduler.ledger import DeviceID
-from scheduler.model import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT, CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
+from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
 
-UNBOUNDED = 1 << 30
+__all__ = [
+    "UNBOUNDED",
+    "CapacityModel",
+    "ClassRoom",
+    "DeviceDemand",
+    "MatchCache",
+    "MemberClass",
+    "device_demands",
+    "fmt_quantity",
+    "nodes_phrase",
+    "required_per_class",
+    "shortage",
+    "structural_key",
+]
 
 # Labels and spec fields that differ between otherwise equal members of one workload (indexed Jobs,
 # StatefulSets, JobSets) and that no placement decision of this scheduler depends on beyond the member itself.
@@ -74,29 +87,6 @@ def structural_key(pod: Pod) -> Hashable:
 
 
 @dataclass(slots=True)
-class DeviceDemand:
-    """What one member takes from one group of devices on a node."""
-
-    key: Hashable  # (device class, selectors) of ExactCount requests; unique for the other modes
-    device_class: str
-    per_member: int  # devices one member takes (ExactCount); 1 for All and firstAvailable
-    mode: str  # "exact" | "all" | "first"
-    probes: list[tuple[Any, Any, int]]  # (ClaimInput, RequestSpec, devices) to count matching free devices
-    what: str  # "request gpu: needs 1 device(s)" for messages
-
-    @property
-    def needs(self) -> str:
-        """'2 device(s) of class gpu.nvidia.com (request gpu)'"""
-        names = ", ".join(dict.fromkeys(p[1].name.split("/", 1)[0] for p in self.probes))
-        if self.mode == "all":
-            return f"all matching devices of class {self.device_class} (request {names})"
-        if self.mode == "first":
-            return f"one of the alternatives of request {names}"
-        plural = "s" if "," in names else ""
-        return f"{self.per_member} device(s) of class {self.device_class} (request{plural} {names})"
-
-
-@dataclass(slots=True)
 class MemberClass:
     key: Hashable
     members: list[Pod]
@@ -117,202 +107,122 @@ class MemberClass:
         return f"{n} member{'s' if n != 1 else ''}" + (f" ({self.label})" if self.label else "")
 
 
-def device_demands(state: CycleState) -> tuple[list[DeviceDemand], int]:
-    """The device demands of a member after DynamicResources' PreFilter (its unallocated claims)."""
-    data = state.read(DRA_STATE_KEY)
-    if data is None or getattr(data, "allocator", None) is None:
-        return [], 0
-    by_key: dict[Hashable, DeviceDemand] = {}
+def device_demands(state: CycleState, plugins: Iterable[object]) -> tuple[list[DeviceDemand], int]:
+    """The device demands of a member after PreFilter: what each :class:`DeviceCapacityPlugin` of ``plugins`` (a
+    profile's Filter plugins, ``Framework.filter``) says from its PreFilter state in ``state``, and the devices one
+    member takes over the ExactCount demands."""
+    found = [p for p in plugins if isinstance(p, DeviceCapacityPlugin)]
     out: list[DeviceDemand] = []
     total = 0
-    for inp in data.inputs:
-        for req in inp.spec.requests:
-            if req.exactly is not None:
-                s = req.exactly
-                if s.admin_access:
-                    continue
-                if s.allocation_mode == ALLOCATION_MODE_EXACT:
-                    key: Hashable = ("exact", s.device_class_name, tuple(s.selectors))
-                    total += s.count
-                    d = by_key.get(key)
-                    if d is None:
-                        d = by_key[key] = DeviceDemand(key, s.device_class_name, 0, "exact", [], "")
-                        out.append(d)
-                    d.per_member += s.count
-                    d.probes.append((inp, s, s.count))
-                    d.what = (
-                        f"request {s.name}: needs {s.count} device(s)"
-                        if len(d.probes) == 1
-                        else f"requests {', '.join(p[1].name for p in d.probes)}: need {d.per_member} device(s)"
-                    )
-                elif s.allocation_mode == ALLOCATION_MODE_ALL:
-                    out.append(
-                        DeviceDemand(
-                            ("all", inp.uid, s.name), s.device_class_name, 1, "all", [(inp, s, 1)],
-                            f"request {s.name}: needs all matching devices",
-                        )
-                    )
-                continue
-            subs = [s for s in req.first_available if not s.admin_access and s.allocation_mode == ALLOCATION_MODE_EXACT]
-            if subs and len(subs) == len(req.first_available):
-                out.append(
-                    DeviceDemand(
-                        ("first", inp.uid, req.name), subs[0].device_class_name, 1, "first",
-                        [(inp, s, s.count) for s in subs], f"request {req.name}: needs one of its subrequests",
-                    )
-                )
+    for p in found:
+        demands, devices = p.member_demands(state)
+        for d in demands:
+            d.plugin = p.name
+        out += demands
+        total += devices
     return out, total
 
 
 @dataclass(slots=True)
 class MatchCache:
-    """Per node: its devices matching a (device class, selectors), and whether any of its devices is shareable;
-    valid while the node's pool list (DynamicResources rebuilds it when slices change) and the classes are the
-    same."""
+    """What the capacity plugins keep across group cycles, by plugin name (each plugin's ``memo``; e.g.
+    DynamicResources: which of a node's devices match a device class and selectors, while the node's devices and
+    the classes are unchanged). The gang scheduler keeps one for all its group cycles."""
 
-    matching: dict[tuple[str, Hashable], tuple[list[Pool], int, tuple[DeviceID, ...]]] = field(default_factory=dict)
-    shareable: dict[str, tuple[list[Pool], bool]] = field(default_factory=dict)
+    memos: dict[str, dict[Hashable, Any]] = field(default_factory=dict)
+
+    def memo(self, plugin: str) -> dict[Hashable, Any]:
+        m = self.memos.get(plugin)
+        if m is None:
+            m = self.memos[plugin] = {}
+        return m
 
 
 class CapacityModel:
-    """Per-node upper bounds for member classes, over one profile's plugins.
+    """Per-node upper bounds for member classes, over one profile's plugins: the minimum over the contributions
+    of its :class:`ResourceCapacityPlugin` and :class:`DeviceCapacityPlugin` instances that are enabled at Filter.
 
-    ``matches`` caches, per (node, device class and selectors), the node's devices that match — valid while the
-    node's pools (DynamicResources' per-node pool list, rebuilt when slices change) and the device classes are
-    the same objects/generation; only which of them are free is looked up each time."""
+    ``matches`` holds the plugins' memos (kept by the caller across group cycles)."""
 
     def __init__(self, instances: Mapping[str, Any], filters: Iterable[Any], matches: MatchCache | None = None) -> None:
+        # DeviceClasses, for resources devices serve instead of the node (set by the caller: the snapshot's)
         self.device_classes: Mapping[str, Any] = {}
         names = {getattr(p, "name", "") for p in filters}
-        dra = instances.get(DynamicResources.name)
-        fit = instances.get(NodeResourcesFit.name)
-        self.dra: DynamicResources | None = (
-            dra if isinstance(dra, DynamicResources) and DynamicResources.name in names else None
-        )
-        self.fit: NodeResourcesFit | None = (
-            fit if isinstance(fit, NodeResourcesFit) and NodeResourcesFit.name in names else None
-        )
-        self._probe: tuple[int, Allocator] | None = None
+        enabled = [p for p in instances.values() if getattr(p, "name", None) in names]
+        self.resource_plugins: list[ResourceCapacityPlugin] = [
+            p for p in enabled if isinstance(p, ResourceCapacityPlugin)
+        ]
+        self.device_plugins: dict[str, DeviceCapacityPlugin] = {
+            p.name: p for p in enabled if isinstance(p, DeviceCapacityPlugin)
+        }
         self.matches: MatchCache = matches if matches is not None else MatchCache()
+        self._memos = {name: self.matches.memo(name) for name in self.device_plugins}
+        self._one = next(iter(self.device_plugins.values())) if len(self.device_plugins) == 1 else None
 
     # --- node resources ------------------------------------------------------------------------------------
 
     def checked_resources(self, requests: Mapping[str, int]) -> list[str]:
-        """The resources NodeResourcesFit checks for these requests."""
-        if self.fit is None:
-            return []
-        args = self.fit.args
-        out = [r for r in (CPU, MEMORY, EPHEMERAL_STORAGE) if requests.get(r, 0) > 0]
-        for r in sorted(requests):
-            if requests[r] <= 0 or not is_scalar_resource(r):
-                continue
-            if is_extended_resource(r) and (
-                r in args.ignored_resources
-                or (args.ignored_resource_groups and r.split("/", 1)[0] in args.ignored_resource_groups)
-            ):
-                continue
-            out.append(r)
-        return out
+        """The resources the plugins check for these requests."""
+        plugins = self.resource_plugins
+        if len(plugins) == 1:
+            return plugins[0].checked_resources(requests)
+        out: dict[str, None] = {}
+        for p in plugins:
+            out.update(dict.fromkeys(p.checked_resources(requests)))
+        return list(out)
 
     def free_resources(self, info: NodeInfo, resources: Sequence[str]) -> dict[str, int]:
-        alloc, used = info.node.allocatable, info.requested
-        out = {r: max(0, alloc.get(r, 0) - used.get(r, 0)) for r in resources}
-        if self.device_classes:
-            for r in resources:
-                # An extended resource the node does not serve but a DeviceClass maps (KEP-5004) comes from
-                # DRA devices: no node-resource bound (the placement allocates the devices themselves).
-                if should_delegate(r, info.node, self.device_classes):
-                    out[r] = UNBOUNDED
-        out[PODS] = max(0, alloc.get(PODS, 0) - info.pod_count)
+        """The free amount of each of ``resources`` on the node (the least any plugin checking it says), and the
+        free pod slots (``pods``)."""
+        plugins = self.resource_plugins
+        if len(plugins) == 1:
+            out = plugins[0].free_resources(info, resources, self.device_classes)
+        else:
+            out = {}
+            for p in plugins:
+                for r, v in p.free_resources(info, resources, self.device_classes).items():
+                    out[r] = min(out.get(r, v), v)
+        out[PODS] = max(0, info.node.allocatable.get(PODS, 0) - info.pod_count)
         return out
 
     def resource_cap(self, requests: Mapping[str, int], info: NodeInfo) -> int:
-        if self.fit is None:
-            return UNBOUNDED
-        res = self.checked_resources(requests)
-        free = self.free_resources(info, res)
-        cap = free[PODS]
-        for r in res:
-            cap = min(cap, free[r] // requests[r])
+        """An upper bound on the members with ``requests`` that fit on the node by its resources."""
+        plugins = self.resource_plugins
+        if len(plugins) == 1:
+            return plugins[0].resource_room(requests, info, self.device_classes)
+        cap = UNBOUNDED
+        for p in plugins:
+            cap = min(cap, p.resource_room(requests, info, self.device_classes))
         return cap
 
     # --- devices -----------------------------------------------------------------------------------------------
-
-    def _allocator(self, snap: Snapshot) -> Allocator:
-        assert self.dra is not None
-        if self._probe is None or self._probe[0] != id(snap.ledger):
-            dra = self.dra
-            self._probe = (
-                id(snap.ledger),
-                Allocator(dra.features, snap.ledger, snap.classes, dra.selectors, dra.device_inputs),
-            )
-        probe = self._probe[1]
-        probe.classes = snap.classes
-        return probe
 
     def device_room(
         self, snap: Snapshot, info: NodeInfo, demands: Sequence[DeviceDemand]
     ) -> tuple[int, dict[Hashable, int]]:
         """(upper bound on members by devices, free matching devices per ExactCount demand key)."""
-        if self.dra is None or not demands:
+        if not demands or not self.device_plugins:
             return UNBOUNDED, {}
-        pools = self.dra._node_pools(snap, info)
-        shared = self.matches.shareable.get(info.name)
-        if shared is None or shared[0] is not pools:
-            shared = (pools, any(c.device.allow_multiple_allocations for p in pools for c in p.candidates))
-            self.matches.shareable[info.name] = shared
-        if shared[1]:
-            return UNBOUNDED, {}  # shareable devices: one device may serve many members
-        ledger = snap.ledger
-        cap = UNBOUNDED
-        free_by_key: dict[Hashable, int] = {}
-        for d in demands:
-            if d.mode == "exact":
-                inp, spec, _ = d.probes[0]
-                free = 0
-                for dev in self._matching(snap, info, pools, inp, spec):
-                    if not ledger.in_use(dev):
-                        free += 1
-                free_by_key[d.key] = free
-                cap = min(cap, free // d.per_member if d.per_member else UNBOUNDED)
-            elif d.mode == "all":
-                cap = min(cap, 1)
+        one = self._one
+        if one is not None:  # the common case: one device plugin, which made every demand
+            for d in demands:
+                if d.plugin != one.name:
+                    break
             else:
-                # each member takes at least the smallest subrequest's count, from the union of their devices
-                union: set[DeviceID] = set()
-                for inp, spec, _ in d.probes:
-                    union.update(self._matching(snap, info, pools, inp, spec))
-                free = sum(1 for dev in union if not ledger.in_use(dev))
-                cap = min(cap, free // max(1, min(count for _, _, count in d.probes)))
-        return cap, free_by_key
-
-    def _matching(self, snap: Snapshot, info: NodeInfo, pools: list[Pool], inp: Any, spec: Any) -> tuple[DeviceID, ...]:
-        """The node's devices matching the request's device class and selectors (as the allocator selects them)."""
-        key = (info.name, (spec.device_class_name, tuple(spec.selectors)))
-        hit = self.matches.matching.get(key)
-        if hit is not None and hit[0] is pools and hit[1] == snap.class_generation:
-            return hit[2]
-        probe = self._allocator(snap)
-        out: list[DeviceID] = []
-        cls = snap.classes.get(spec.device_class_name)
-        if cls is not None:
-            rd = _Req(spec, cls, 0, [], bool(spec.admin_access), dict(spec.capacity))
-            for p in pools:
-                if p.incomplete or p.invalid:
-                    continue
-                for c in p.candidates:
-                    try:
-                        ok = probe._selectable(inp, rd, c, info.node)
-                    except AllocationError:
-                        ok = False
-                    if ok:
-                        out.append(c.id)
-        if len(self.matches.matching) > 200_000:
-            self.matches.matching.clear()
-            self.matches.shareable.clear()
-        got = tuple(out)
-        self.matches.matching[key] = (pools, snap.class_generation, got)
-        return got
+                return one.device_room(snap, info, demands, self._memos[one.name])
+        by_plugin: dict[str, list[DeviceDemand]] = {}
+        for d in demands:
+            by_plugin.setdefault(d.plugin, []).append(d)
+        cap = UNBOUNDED
+        free: dict[Hashable, int] = {}
+        for name, own in by_plugin.items():
+            p = self.device_plugins.get(name)
+            if p is None:
+                continue  # made by a plugin not enabled at Filter: not bounded
+            c, f = p.device_room(snap, info, own, self._memos[name])
+            cap = min(cap, c)
+            free.update(f)
+        return cap, free
 
 
 # --- messages -------------------------------------------------------------------------------------------------
@@ -381,7 +291,7 @@ def shortage(
             return f"{c.describe()}: {fit_errors.get(c.key) or 'no node can take one of them'}"
         nodes = len(room.caps)
         for d in c.demands:
-            if d.mode != "exact":
+            if d.mode != EXACT:
                 continue
             free = sum(room.free.get(d.key, {}).get(n, 0) for n in room.caps)
             if free < r * d.per_member:
@@ -408,7 +318,7 @@ def shortage(
         if req[c.key] <= 0:
             continue
         for d in c.demands:
-            if d.mode == "exact":
+            if d.mode == EXACT:
                 demand.setdefault(d.key, []).append((c, d, req[c.key]))
     for key, users in demand.items():
         if len(users) < 2:

@@ -31,9 +31,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from plugins.dra.quantity import QuantityError, parse_quantity
-from plugins.dra.semver import SemverError
-from plugins.dra.semver import parse as parse_semver
+from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.semver import SemverError
+from scheduler.semver import parse as parse_semver
 
 __all__ = ["MAX_ERRORS", "check_object", "describe", "drop_nulls"]
 

@@ -28,8 +28,8 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from plugins.dra.quantity import Quantity
 from scheduler.model import DeviceResult
+from scheduler.quantity import Quantity
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
@@ -70,6 +70,10 @@ class DeviceLedger:
         self._node_rev: dict[str, int] = {}
         self.revision = 0
         self.shared_revision = 0
+        # log of the nodes whose revision changed (node_changes_since): a new list when trimmed or reset
+        self._log_id = next(_ledger_logs)
+        self._node_log: list[str] = []
+        self._node_log_base = 0
 
     # --- topology of pools (from the slice cache) -------------------------------------------------
 
@@ -78,6 +82,8 @@ class DeviceLedger:
         self._pool_node = dict(pool_node)
         self.revision += 1
         self.shared_revision += 1
+        self._node_log_base += len(self._node_log) + 1  # every earlier mark: "any node may have changed"
+        self._node_log = []
 
     # --- reads ----------------------------------------------------------------------------------------
 
@@ -105,6 +111,15 @@ class DeviceLedger:
 
     def node_revision(self, node: str) -> int:
         return self._node_rev.get(node, 0)
+
+    def node_changes_since(self, mark: tuple[int, int] | None) -> tuple[tuple[int, int], list[str] | None]:
+        """``(mark now, nodes)``: the nodes whose :meth:`node_revision` may have changed since ``mark`` (a
+        superset), or None when that is not known (no mark, another ledger's, a log reset or trimmed since)."""
+        base = self._node_log_base
+        now = (self._log_id, base + len(self._node_log))
+        if mark is None or mark[0] != self._log_id or not base <= mark[1] <= now[1]:
+            return now, None
+        return now, self._node_log[mark[1] - base :]
 
     def use_of(self, claim_uid: str) -> Use | None:
         return self._pending.get(claim_uid) or self._api.get(claim_uid)
@@ -184,8 +199,13 @@ class DeviceLedger:
             node = self._pool_node.get(pool, "")
             if node:
                 self._node_rev[node] = self._node_rev.get(node, 0) + 1
+                self._node_log.append(node)
             else:
                 self.shared_revision += 1
+        if len(self._node_log) > 4 * len(self._node_rev) + 4096:
+            keep = len(self._node_log) // 2
+            self._node_log_base += len(self._node_log) - keep
+            self._node_log = self._node_log[-keep:]
 
     def _add(self, use: Use, r: DeviceResult) -> None:
         dev = (r.driver, r.pool, r.device)
@@ -223,6 +243,7 @@ class DeviceLedger:
 
 
 _view_ids = itertools.count(1)
+_ledger_logs = itertools.count(1)
 
 
 class LedgerView(DeviceLedger):
@@ -301,6 +322,9 @@ class LedgerView(DeviceLedger):
 
     def node_revision(self, node: str) -> int:
         return self._token if node in self._nodes else self.base.node_revision(node)
+
+    def node_changes_since(self, mark: tuple[int, int] | None) -> tuple[tuple[int, int], list[str] | None]:
+        return (0, 0), None  # a dry run's view: nothing is known
 
     def use_of(self, claim_uid: str) -> Use | None:
         return None if claim_uid in self.hidden else self.base.use_of(claim_uid)

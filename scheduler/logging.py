@@ -21,6 +21,17 @@ FORMATS = ("json", "text")
 _HANDLER_NAME = "dra-scheduler"
 
 
+class _CurrentStderr:
+    """``sys.stderr`` looked up at each write, not when logging is configured: a stream replaced later (pytest's
+    capture, a daemon redirecting it) never leaves the loggers writing to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(
     verbose: bool = False,
     json_logs: bool = True,
@@ -36,7 +47,7 @@ def configure_logging(
         raise ValueError(f"log format {fmt!r}: must be one of {', '.join(FORMATS)}")
     lvl = LEVELS[level] if level is not None else (logging.INFO if verbose else logging.WARNING)
     as_json = fmt == "json" if fmt is not None else json_logs
-    out = stream if stream is not None else sys.stderr
+    out: Any = stream if stream is not None else _CurrentStderr()
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if as_json

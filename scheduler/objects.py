@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plugins.dra import taintrules
-from scheduler import storage, workload_api, workloads
+from scheduler import devicetaintrules, storage, workload_api, workloads
 
 Converter = Callable[[Mapping[str, Any]], Any]
 
@@ -32,7 +31,7 @@ OBJECT_KINDS: dict[str, Converter] = {
     "PriorityClass": workloads.priorityclass_from,
     "PodDisruptionBudget": workloads.pdb_from,
     # DRA: taints of DeviceTaintRules count as device taints (plugins/dra/taintrules.py)
-    "DeviceTaintRule": taintrules.rule_from,
+    "DeviceTaintRule": devicetaintrules.rule_from,
     # Kubernetes 1.37 workload-aware scheduling: CompositePodGroup (v1alpha3) admission, Workload (v1beta1)
     "CompositePodGroup": workload_api.composite_from,
     "Workload": workload_api.workload_from,

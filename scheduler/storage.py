@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from plugins.dra.quantity import Quantity
 from scheduler.api import ApiError
 from scheduler.labelselector import LabelSelector, selector_from
 from scheduler.model import (
@@ -48,6 +47,7 @@ from scheduler.model import (
     node_selector_matches,
     quantity,
 )
+from scheduler.quantity import Quantity
 
 if TYPE_CHECKING:
     from scheduler.api import Obj

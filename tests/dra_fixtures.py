@@ -20,10 +20,10 @@ from typing import Any
 
 from plugins.dra.allocator import Allocator, ClaimAllocation, ClaimInput, Features, gather_pools
 from plugins.dra.cel import SelectorCache, get_engine
-from plugins.dra.quantity import Quantity
 from scheduler.cache import build_slice_index
 from scheduler.ledger import DeviceLedger
 from scheduler.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
+from scheduler.quantity import Quantity
 
 Raw = dict[str, Any]
 

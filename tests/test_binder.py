@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bench.fleet import scale_fleet
 from scheduler.api import ApiError, Conflict
 from scheduler.cache import Cache
 from scheduler.claimcontroller import create_pod_claims
 from scheduler.config import default_config
-from scheduler.fleet import scale_fleet
 from scheduler.memapi import InMemoryAPI
 from scheduler.queue import FakeClock
 from scheduler.scheduler import Scheduler

@@ -29,7 +29,7 @@ from plugins.dra.cel import (
     estimate_cost,
     get_engine,
 )
-from plugins.dra.semver import parse as parse_semver
+from scheduler.semver import parse as parse_semver
 
 ENGINES = [e for e in ("cel-expr-python", "cel-python") if e in available_engines()]
 DRIVER = "dra.example.com"

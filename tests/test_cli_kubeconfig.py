@@ -22,6 +22,7 @@ from scheduler.kube.kubeconfig import (
     KubeconfigError,
     NoClusterConfigured,
     resolve,
+    static_settings,
 )
 from tests.fake_apiserver import FakeAPIServer
 
@@ -349,3 +350,171 @@ def test_cli_run_with_an_unknown_context(
     simple(clean_env / ".kube" / "config", "home")
     assert cli_main(["run", "--context", "other", "--metrics-port", "0"]) == 1
     assert "dra-scheduler run: --context 'other': no such context" in capsys.readouterr().err
+
+
+# --- the settings read without kubernetes-asyncio (kubeconfig.static_settings) ---------------------------------
+
+
+def test_static_settings_read_tls_and_token_as_client_go(clean_env: Path, tmp_path: Path) -> None:
+    """certificate-authority-data wins over the file and lands in a private file; relative paths resolve against
+    the entry's own file; insecure-skip-tls-verify and tls-server-name are kept."""
+    import base64
+
+    ca_pem = Path(certifi.where()).read_bytes()
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "client.crt").write_text("cert")
+    (tmp_path / "certs" / "client.key").write_text("key")
+    path = kubeconfig(
+        tmp_path / "certs" / "k.yaml",
+        clusters={
+            "c": {
+                "server": "https://c.example:6443/",
+                "certificate-authority": "nowhere.pem",
+                "certificate-authority-data": base64.b64encode(ca_pem).decode(),
+                "tls-server-name": "kubernetes.default",
+                "insecure-skip-tls-verify": False,
+            }
+        },
+        users={"u": {"token": "tok", "client-certificate": "client.crt", "client-key": "client.key"}},
+        contexts={"c": ("c", "u")},
+        current="c",
+    )
+    found = resolve(path)
+    assert isinstance(found, Kubeconfig)
+    s = static_settings(found)
+    assert s is not None
+    assert s.host == "https://c.example:6443" and s.context == "c" and s.verify
+    assert s.tls_server_name == "kubernetes.default"
+    assert s.ca_file is not None and Path(s.ca_file).read_bytes() == ca_pem
+    assert s.cert_file == str(tmp_path / "certs" / "client.crt")
+    assert s.key_file == str(tmp_path / "certs" / "client.key")
+    assert s.token == "Bearer tok"
+
+
+async def test_static_settings_token_file_is_read_again(
+    clean_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """client-go's cached file token source: the token file is read again (trimmed) once its period is over."""
+    (tmp_path / "token").write_text("one\n")
+    path = kubeconfig(
+        tmp_path / "k.yaml",
+        clusters={"c": {"server": "http://127.0.0.1:1"}},
+        users={"u": {"tokenFile": "token"}},
+        contexts={"c": ("c", "u")},
+        current="c",
+    )
+    found = resolve(path)
+    assert isinstance(found, Kubeconfig)
+    s = static_settings(found)
+    assert s is not None and s.token_file == str(tmp_path / "token")
+    assert s.ssl_context() is None  # http
+    assert await s.authorization() == "Bearer one"
+    (tmp_path / "token").write_text("two")
+    assert await s.authorization() == "Bearer one"  # within the period
+    monkeypatch.setattr("scheduler.kube.kubeconfig.TOKEN_FILE_PERIOD", 0.0)
+    assert await s.authorization() == "Bearer two"
+    assert (await s.login())["token"] == "two"
+
+
+def test_static_settings_basic_auth_and_insecure(clean_env: Path, tmp_path: Path) -> None:
+    path = kubeconfig(
+        tmp_path / "k.yaml",
+        clusters={"c": {"server": "https://c.example", "insecure-skip-tls-verify": True}},
+        users={"u": {"username": "admin", "password": "secret"}},
+        contexts={"c": ("c", "u")},
+        current="c",
+    )
+    found = resolve(path)
+    assert isinstance(found, Kubeconfig)
+    s = static_settings(found)
+    assert s is not None and s.token == "Basic YWRtaW46c2VjcmV0" and not s.verify
+    ctx = s.ssl_context()
+    assert ctx is not None and not ctx.check_hostname
+
+
+@pytest.mark.parametrize(
+    "user,cluster",
+    [
+        ({"exec": {"command": "get-token", "apiVersion": "client.authentication.k8s.io/v1"}}, {}),
+        ({"auth-provider": {"name": "oidc", "config": {}}}, {}),
+        ({"token": "t"}, {"proxy-url": "http://proxy:3128"}),
+    ],
+)
+def test_static_settings_leave_plugins_to_kubernetes_asyncio(
+    clean_env: Path, tmp_path: Path, user: dict[str, Any], cluster: dict[str, Any]
+) -> None:
+    path = kubeconfig(
+        tmp_path / "k.yaml",
+        clusters={"c": {"server": "https://c.example", **cluster}},
+        users={"u": user},
+        contexts={"c": ("c", "u")},
+        current="c",
+    )
+    found = resolve(path)
+    assert isinstance(found, Kubeconfig)
+    assert static_settings(found) is None
+    assert found.merged.value["users"][0].value["user"] == user  # the ConfigNode tree for its loader
+
+
+def test_static_settings_missing_file_is_one_line(clean_env: Path, tmp_path: Path) -> None:
+    path = kubeconfig(
+        tmp_path / "k.yaml",
+        clusters={"c": {"server": "https://c.example", "certificate-authority": "ca.pem"}},
+        contexts={"c": ("c", "")},
+        current="c",
+    )
+    found = resolve(path)
+    assert isinstance(found, Kubeconfig)
+    with pytest.raises(KubeconfigError, match=r"context c: certificate-authority .*/ca\.pem: no such file"):
+        static_settings(found)
+
+
+async def test_static_settings_in_cluster_token_rotates(
+    clean_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    sa = service_account(tmp_path, token="sa-token\n")
+    found = resolve(sa_dir=str(sa))
+    assert isinstance(found, InCluster)
+    s = static_settings(found)
+    assert s is not None and s.host == "https://10.96.0.1:443" and s.ca_file == str(sa / "ca.crt")
+    assert await s.authorization() == "Bearer sa-token"
+    (sa / "token").write_text("rotated")
+    monkeypatch.setattr("scheduler.kube.kubeconfig.TOKEN_FILE_PERIOD", 0.0)
+    assert await s.authorization() == "Bearer rotated"
+    info = await s.login()
+    assert info["ca_path"] == str(sa / "ca.crt") and info["token"] == "rotated" and info["scheme"] == "Bearer"
+
+
+async def test_static_settings_connect(server: FakeAPIServer, clean_env: Path, tmp_path: Path) -> None:
+    """A connection made from the settings (as KubeConnection.from_kubeconfig can) sends their token."""
+    path = simple(tmp_path / "k.yaml", "fake", server.url, token="static-token")
+    found = resolve(path)
+    assert isinstance(found, Kubeconfig)
+    s = static_settings(found)
+    assert s is not None
+    conn = KubeConnection(s.host, ssl_context=s.ssl_context(), token=s.authorization, source=s.source)
+    try:
+        server.add("Node", {"metadata": {"name": "n1"}})
+        assert (await LiveAPI(conn).get("Node", "", "n1"))["metadata"]["name"] == "n1"
+        assert server.headers[-1]["Authorization"] == "Bearer static-token"
+    finally:
+        await conn.close()
+
+
+def test_resolving_and_static_settings_import_no_kubernetes_asyncio(clean_env: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = simple(tmp_path / "k.yaml", "c", token="t")
+    code = (
+        "import sys\n"
+        "from scheduler.kube.kubeconfig import resolve, static_settings\n"
+        f"s = static_settings(resolve({path!r}))\n"
+        "assert s is not None and s.token == 'Bearer t'\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kubernetes_asyncio')))\n"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

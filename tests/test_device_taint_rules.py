@@ -29,15 +29,14 @@ from plugins.dra.allocator import Allocator, ClaimInput, Features, gather_pools
 from plugins.dra.cel import SelectorCache, get_engine
 from plugins.dra.taintrules import (
     NO_RULES,
-    DeviceTaintSelector,
     TaintRules,
     TaintRuleTracker,
-    rule_from,
     rules_of,
     untolerated_taint,
 )
 from scheduler.cache import Cache, build_slice_index
 from scheduler.config import default_config
+from scheduler.devicetaintrules import DeviceTaintSelector, rule_from
 from scheduler.ledger import DeviceLedger
 from scheduler.memapi import InMemoryAPI
 from scheduler.model import ModelError, Taint, claim_spec_from, class_from, node_from, slice_from

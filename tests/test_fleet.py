@@ -1,4 +1,4 @@
-"""Fixture generator (scheduler/fleet.py) and the example manifests (manifests/examples/)."""
+"""Fixture generator (bench/fleet.py) and the example manifests (manifests/examples/)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the project is not necessarily installed into the venv
     sys.path.insert(0, str(ROOT))
 
-from scheduler import fleet  # noqa: E402
+from bench import fleet  # noqa: E402
 
 EXAMPLES = ROOT / "manifests" / "examples"
 FLEET_FILE = EXAMPLES / "00-fleet.yaml"
@@ -250,7 +250,7 @@ def test_fleet_file_is_what_the_generator_makes() -> None:
     text = FLEET_FILE.read_text()
     assert text == fleet.to_yaml(fleet.demo_fleet(), fleet.DEMO_HEADER), (
         "manifests/examples/00-fleet.yaml is stale: run "
-        "`python -m scheduler.fleet demo > manifests/examples/00-fleet.yaml`")
+        "`python -m bench.fleet demo > manifests/examples/00-fleet.yaml`")
     assert [d for d in yaml.safe_load_all(text) if d is not None] == fleet.demo_fleet()
 
 

@@ -6,10 +6,10 @@ import asyncio
 import random
 from typing import Any
 
+from bench.fleet import scale_fleet
 from scheduler.cache import Cache
 from scheduler.claimcontroller import create_pod_claims
 from scheduler.config import default_config
-from scheduler.fleet import scale_fleet
 from scheduler.gang import XK8S_STATUS_FIELDS, podgroup_reason
 from scheduler.memapi import InMemoryAPI
 from scheduler.queue import FakeClock
@@ -361,11 +361,11 @@ def test_failed_claim_write_of_one_member_leaves_no_claim_written() -> None:
     """ARCHITECTURE §4 step 4 for a gang: members with two claims each; the first member's second claim write
     fails after its first claim was allocated. Every allocation written for the group is undone — including
     the failing member's own first claim — and no member is bound (all-or-nothing, nothing half-written)."""
+    from bench.fleet import scale_fleet
     from scheduler.api import ApiError
     from scheduler.cache import Cache
     from scheduler.claimcontroller import create_pod_claims
     from scheduler.config import default_config
-    from scheduler.fleet import scale_fleet
     from scheduler.memapi import InMemoryAPI
     from scheduler.queue import FakeClock
     from scheduler.scheduler import Scheduler

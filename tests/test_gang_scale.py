@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import scheduler.gang as gang
+from bench.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
 from scheduler.claimcontroller import create_pod_claims
-from scheduler.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
 from scheduler.gang_pack import FRAGMENTS, Slot, domains_spanned, pack
 from scheduler.simulate import SimulationResult, simulate
 from tests.test_gang import GROUP_LABEL, Live, _by_kind, _devices, pod, podgroup, template

@@ -1746,7 +1746,7 @@ def test_three_anti_affine_replicas_on_two_nodes() -> None:
 
 
 def test_two_four_gpu_pods_with_anti_affinity_do_not_share_a_node() -> None:
-    from scheduler.fleet import scale_fleet
+    from bench.fleet import scale_fleet
 
     tmpl = {
         "apiVersion": "resource.k8s.io/v1",

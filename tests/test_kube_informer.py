@@ -286,3 +286,118 @@ async def test_a_failing_sink_does_not_stop_the_informer(server: FakeAPIServer, 
     await eventually(lambda: got == ["good"])
     assert inf.stats["sink_errors"] == 1
     await inf.stop()
+
+
+async def test_pods_are_applied_after_every_other_kind(server: FakeAPIServer, conn: KubeConnection) -> None:
+    """The first lists are applied kinds first, pods last (informer.APPLY_LAST), even when the pod list is
+    answered first: here the claim and node lists fail twice before they answer."""
+    server.add("Node", {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}})
+    for i in range(3):
+        server.add("ResourceClaim", claim(f"c{i}"))
+        server.add("Pod", pod(f"p{i}"))
+    server.fail("GET", "/resourceclaims", 500, times=4)  # a GET is retried 3 times per call
+    server.fail("GET", "/api/v1/nodes", 500, times=4)
+    order: list[str] = []
+
+    def sink(kind: str, event: str, raw: dict[str, Any]) -> None:
+        order.append(kind)
+
+    infs = InformerSet([Informer(conn, r, sink, **FAST) for r in (POD, RESOURCE_CLAIM, NODE)])
+    pods = infs.informers[0]
+    assert pods.apply_after == tuple(infs.informers[1:])
+    infs.start()
+    await asyncio.wait_for(infs.wait_synced(), 10)
+    assert sorted(order[:4]) == ["Node", "ResourceClaim", "ResourceClaim", "ResourceClaim"]
+    assert order[4:] == ["Pod"] * 3
+    assert pods.stats["lists"] == 1  # listed once, at start, and held until the others were applied
+    # later events are delivered as they come
+    await eventually(lambda: len(server.watches) == 3)
+    server.add("Pod", pod("late"))
+    await eventually(lambda: order[-1:] == ["Pod"] and len(order) == 8)
+    await infs.stop()
+
+
+async def test_pods_applied_last_are_not_gated_by_claims_listed_later(
+    server: FakeAPIServer, conn: KubeConnection
+) -> None:
+    """Pods whose claims exist go straight to the active queue at start-up: PreEnqueue runs once per pod, not
+    again for every node and claim applied after the pods (the start-up cost this ordering removes)."""
+    from scheduler.config import default_config
+    from scheduler.memapi import InMemoryAPI
+    from scheduler.scheduler import Scheduler
+
+    for i in range(4):
+        server.add("Node", {"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}})
+    for i in range(5):
+        server.add("ResourceClaim", claim(f"c{i}"))
+        p = pod(f"p{i}")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"c{i}"}]
+        server.add("Pod", p)
+    server.fail("GET", "/resourceclaims", 500, times=4)
+    cache = Cache()
+    sched = Scheduler(cache, InMemoryAPI(), default_config())
+    calls: list[str] = []
+    pre_enqueue = sched.queue._pre_enqueue
+    assert pre_enqueue is not None
+
+    def counting(p: Any) -> Any:
+        calls.append(p.key)
+        return pre_enqueue(p)
+
+    sched.queue._pre_enqueue = counting
+    infs = InformerSet(
+        [Informer(conn, r, cache.apply, cached=cache_lookup(cache), **FAST) for r in (POD, RESOURCE_CLAIM, NODE)]
+    )
+    infs.start()
+    await asyncio.wait_for(infs.wait_synced(), 10)
+    assert sched.queue.lengths()["active"] == 5 and sched.queue.lengths()["gated"] == 0
+    assert sorted(calls) == [f"default/p{i}" for i in range(5)]
+    await infs.stop()
+
+
+# --- JSON on the wire (kube/resources.loads, dumps) ------------------------------------------------------------
+
+
+def test_wire_json_is_orjson_with_the_standard_librarys_results() -> None:
+    import json
+    import math
+
+    from scheduler.kube import resources
+
+    assert resources.JSON_ENGINE == "orjson"
+    doc = {
+        "metadata": {"name": "p", "resourceVersion": "12", "labels": {"ü": "ß"}},
+        "spec": {"n": 3, "f": 0.1, "big": 2**70, "list": [None, True, False, "x"]},
+    }
+    text = json.dumps(doc)
+    assert resources.loads(text.encode()) == json.loads(text) == doc
+    assert resources.loads(text) == doc
+    # what orjson refuses, the standard library decodes as before
+    assert math.isnan(resources.loads(b'{"v": NaN}')["v"])
+    with pytest.raises(ValueError):
+        resources.loads(b'{"v": ')
+    # bodies: compact; what orjson cannot encode (beyond 64 bits, non-string keys) encoded as json.dumps does
+    assert resources.dumps(doc) and json.loads(resources.dumps(doc)) == doc
+    assert resources.dumps({"a": [1, 2]}) == b'{"a":[1,2]}'
+    assert resources.dumps({1: "x"}) == b'{"1":"x"}'
+
+
+async def test_watch_events_with_what_orjson_refuses_still_arrive(
+    server: FakeAPIServer, conn: KubeConnection
+) -> None:
+    """An object holding an integer beyond 64 bits (free-form JSON in an annotation's value is a string, but
+    opaque device parameters are not) is decoded as before."""
+    cache = Cache()
+    inf = Informer(conn, RESOURCE_CLAIM, cache.apply, cached=cache_lookup(cache), **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    c = claim("big")
+    c["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": "gpu.example.com", "parameters": {"limit": 2**70}}, "requests": ["gpu"]}
+    ]
+    server.add("ResourceClaim", c)
+    await eventually(lambda: cache.claim("default/big") is not None)
+    got = cache.claim("default/big")
+    assert got is not None and got.raw["spec"]["devices"]["config"][0]["opaque"]["parameters"]["limit"] == 2**70
+    await inf.stop()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.fleet import scale_fleet
+from bench.fleet import scale_fleet
 from scheduler.simulate import simulate
 
 Obj = dict[str, Any]

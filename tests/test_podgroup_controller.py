@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from scheduler.fleet import scale_fleet
+from bench.fleet import scale_fleet
 from scheduler.gang import XK8S_STATUS_FIELDS
 from scheduler.podgroup_controller import PodGroupStatusController
 from tests.test_gang import Live, pod, podgroup, template

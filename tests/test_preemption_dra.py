@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.fleet import scale_fleet
+from bench.fleet import scale_fleet
 from scheduler.ledger import DeviceLedger, LedgerView
 from scheduler.model import DeviceResult
 from scheduler.simulate import SimulationResult, simulate

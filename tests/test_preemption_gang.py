@@ -28,12 +28,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from bench.fleet import RACK_LABEL, scale_fleet
 from plugins.defaultpreemption.core import POD, POD_GROUP, Victim
 from plugins.defaultpreemption.group import ForkLedger, VictimIndex, admitted_priority
 from scheduler.cache import Cache
 from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, release_claims
 from scheduler.config import default_config
-from scheduler.fleet import RACK_LABEL, scale_fleet
 from scheduler.framework.interface import Status
 from scheduler.ledger import DeviceLedger
 from scheduler.memapi import InMemoryAPI

@@ -30,6 +30,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.fleet import DGX_H100, TOPOLOGY_ANNOTATION, device_classes, gpu_node_objects
 from plugins.defaultpreemption.core import Candidate, Reprieve, Victim, select_victims_on_node, sort_by_importance
 from plugins.defaultpreemption.plugin import DefaultPreemption
 from plugins.defaultpreemption.topology import MaskScores, TopologyPreference, no_worse, upstream_scores
@@ -37,7 +38,6 @@ from plugins.topology.plugin import GpuTopology, free_gpus, whole_gpus
 from plugins.topology.scoring import SubsetTable, best_set_value, brute_force_best, mask_of
 from scheduler.cache import Cache
 from scheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig, default_config, load_config_text
-from scheduler.fleet import DGX_H100, TOPOLOGY_ANNOTATION, device_classes, gpu_node_objects
 from scheduler.framework.interface import Code, CycleState, Status
 from scheduler.memapi import InMemoryAPI
 from scheduler.model import Pod

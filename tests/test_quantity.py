@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugins.dra.quantity import Quantity, QuantityError, parse_quantity
+from scheduler.quantity import Quantity, QuantityError, parse_quantity
 
 GI = 2**30
 

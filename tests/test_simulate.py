@@ -172,7 +172,7 @@ def _template(name: str, count: int, cls: str = "gpu.nvidia.com") -> dict[str, A
 
 
 def test_no_device_is_allocated_twice_when_the_fleet_fills() -> None:
-    from scheduler.fleet import scale_fleet
+    from bench.fleet import scale_fleet
 
     objs = scale_fleet(3, 4) + [_template("one", 1)] + [_gpu_pod(f"p{i}") for i in range(14)]
     res = asyncio.run(simulate(objs))
@@ -189,7 +189,7 @@ def test_no_device_is_allocated_twice_when_the_fleet_fills() -> None:
 
 def test_pod_waits_for_its_device_class_then_schedules() -> None:
     """A pod whose class does not exist is unschedulable with a clear message, not an error loop."""
-    from scheduler.fleet import scale_fleet
+    from bench.fleet import scale_fleet
 
     objs = [o for o in scale_fleet(1, 2)] + [_template("one", 1, cls="missing-class"), _gpu_pod("p")]
     res = asyncio.run(simulate(objs))
@@ -200,7 +200,7 @@ def test_pod_waits_for_its_device_class_then_schedules() -> None:
 
 
 def test_cel_runtime_error_is_reported_and_other_pods_still_schedule() -> None:
-    from scheduler.fleet import scale_fleet
+    from bench.fleet import scale_fleet
 
     bad = _template("bad", 1)
     bad["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
@@ -216,7 +216,7 @@ def test_cel_runtime_error_is_reported_and_other_pods_still_schedule() -> None:
 
 
 def test_existing_allocations_and_bound_pods_count_as_used() -> None:
-    from scheduler.fleet import scale_fleet
+    from bench.fleet import scale_fleet
 
     fleet = scale_fleet(1, 2)
     node = next(o for o in fleet if o["kind"] == "Node")["metadata"]["name"]

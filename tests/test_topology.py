@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.fleet import DGX_H100, DGX_H100_DYNAMIC_MIG, L40S_PCIE_8, gpu_node_objects, scale_fleet
 from plugins.topology.graph import (
     ANNOTATION,
     PCIE_BW,
@@ -36,7 +37,6 @@ from plugins.topology.scoring import (
     table_for,
 )
 from scheduler.config import load_config_text
-from scheduler.fleet import DGX_H100, DGX_H100_DYNAMIC_MIG, L40S_PCIE_8, gpu_node_objects, scale_fleet
 from scheduler.simulate import SimulationResult, simulate, to_table
 
 # --- fixtures of driver-data.md §3.4 ---------------------------------------------------------------------------

@@ -7,8 +7,8 @@ import asyncio
 import copy
 from typing import Any
 
+from bench.fleet import RACK_LABEL, scale_fleet
 from scheduler.config import load_config_text
-from scheduler.fleet import RACK_LABEL, scale_fleet
 from scheduler.gang import podgroup_reason
 from scheduler.simulate import SimulationResult, simulate
 from tests.test_topology import gpu_pod, template, used

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.fleet import scale_fleet
+from bench.fleet import scale_fleet
 from scheduler.gang import XK8S_STATUS_FIELDS, podgroup_status
 from scheduler.simulate import simulate
 from tests.test_gang import Live, pod, podgroup, template

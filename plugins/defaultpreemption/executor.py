@@ -22,13 +22,14 @@ cycle ended (live: a task; ``simulate``: awaited inline), in this order:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from plugins.defaultpreemption.core import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Candidate
 from scheduler.api import ApiError, NotFound
+from scheduler.framework.interface import Actuation
 
 if TYPE_CHECKING:
     from scheduler.api import ClusterAPI
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     from scheduler.model import Pod
 
 log = structlog.get_logger("dra_scheduler.preemption")
-
-Actuation = Callable[["ClusterAPI", Callable[[], str]], Awaitable[bool]]
 
 
 class Preemptor(Protocol):

@@ -26,7 +26,9 @@ kubernetes v1.37.2 ``pkg/scheduler/framework/preemption/podgrouppreemption.go`` 
   the dry run of a single-pod preemptor on a node removes the members on other nodes through the PreFilter
   extensions only (``SelectVictimsOnNode``'s "remote" nodes: :func:`remote_nodes`).
 
-**A pod group as preemptor** (:func:`preempt_group`; the gang cycle calls it when a group does not fit):
+**A pod group as preemptor** (:func:`preempt_group`, through DefaultPreemption's ``pod_group_post_filter``: the
+engine's PodGroupPostFilter point, :class:`scheduler.framework.interface.PodGroupPostFilterPlugin`, which the gang
+cycle runs when a group does not fit):
 
 1. eligibility: ``preemptionPolicy: Never`` on the PodGroup (``spec.preemptionPolicy``) or, when unset, on any
    pending member: "not eligible due to preemptionPolicy=Never.";
@@ -39,7 +41,8 @@ kubernetes v1.37.2 ``pkg/scheduler/framework/preemption/podgrouppreemption.go`` 
    and the devices of their claims are freed when no surviving pod reserves the claim — the rule of
    DynamicResources' ``remove_pod`` ledger view (a shared claim stays allocated while another consumer lives);
    the copy's device ledger uses revision numbers of its own so no cache ever serves a copy's result for the
-   real cluster. On it the gang cycle's **own placement search** runs (:class:`Oracle`: devices, classes,
+   real cluster. On it the gang cycle's **own placement search** runs (:class:`Oracle`, the engine's
+   :class:`~scheduler.framework.interface.PodGroupScheduling`: devices, classes,
    ``minMember`` / ``minCount``, ``schedulingConstraints.topology`` domains, GpuTopology) — upstream's
    ``podGroupSchedulingFunc``. With every potential victim removed and no placement: nothing is evicted;
 5. upstream then reprieves victims against that one placement, which holds as many members as fit (beyond
@@ -76,8 +79,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -89,11 +92,18 @@ from plugins.defaultpreemption.core import (
     sort_by_importance,
     terminating_by_preemption,
 )
-from plugins.defaultpreemption.executor import Actuation, preempt_pod
+from plugins.defaultpreemption.executor import preempt_pod
 from plugins.dra.plugin import _claims_of
 from scheduler.api import ApiError
 from scheduler.cache import Cache, NodeInfo, Snapshot
-from scheduler.framework.interface import Code, Status
+from scheduler.framework.interface import (
+    Actuation,
+    Code,
+    PodGroupAssignments,
+    PodGroupPostFilterResult,
+    PodGroupScheduling,
+    Status,
+)
 from scheduler.ledger import DeviceLedger, Use
 from scheduler.model import Pod, PodGroup, ResourceClaim
 from scheduler.workload_api import CompositePodGroup, leaves_of, scheduling_group
@@ -457,19 +467,8 @@ class Fork:
 
 # --- the evaluator -------------------------------------------------------------------------------------------
 
-Placement = list[tuple[Pod, str]]  # member -> node, in the search's order
-
-
-class Oracle(Protocol):
-    """The gang cycle's placement search, run on a copy of the cache (``scheduler/gang.py``)."""
-
-    async def search(self, cache: Cache) -> tuple[Placement | None, str]:
-        """The group's placement on ``cache`` (nothing stays placed), or None and why not."""
-        ...
-
-    async def check(self, cache: Cache, placement: Placement) -> bool:
-        """Whether each member still goes on its node of ``placement``, in order (nothing stays placed)."""
-        ...
+Placement = PodGroupAssignments  # member -> node, in the search's order (an engine type)
+Oracle = PodGroupScheduling  # the gang cycle's placement search, run on a copy of the cache (an engine type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,22 +494,11 @@ def group_preemptor(snap: Snapshot, pg: PodGroup, members: Sequence[Pod], group_
     )
 
 
-@dataclass(slots=True)
-class GroupPreemption:
-    """The outcome: ``status`` (Success: victims chosen, or an ongoing preemption; else why not), the members'
-    nominations (pod key -> node, "" clears), the victims, the API work, and ``retry`` (the group fits without
-    evicting anything: retried later)."""
-
-    status: Status
-    nominations: dict[str, str] = field(default_factory=dict)
-    victims: list[Victim] = field(default_factory=list)
-    actuate: Actuation | None = None
-    retry: bool = False
-    num_pdb_violations: int = 0
-
-    @property
-    def message(self) -> str:
-        return f"{PREFIX}{self.status.message}" if self.status.message else ""
+GroupPreemption = PodGroupPostFilterResult
+"""The outcome (an engine type): ``status`` (Success: victims chosen, or an ongoing preemption; else why not; its
+message without the :data:`PREFIX`, which ``DefaultPreemption.pod_group_post_filter`` adds), the members'
+nominations (pod key -> node, "" clears), the pods to evict, the API work, and ``retry`` (the group fits without
+evicting anything: retried later)."""
 
 
 def _fail(code: Code, msg: str, members: Sequence[Pod]) -> GroupPreemption:
@@ -622,6 +610,7 @@ async def preempt_group(
         prefix=len(prefix),
         checks=checks,
         victims=len(victims),
+        pdb_violations=violations,
     )
     if not victims:
         return GroupPreemption(
@@ -647,9 +636,8 @@ async def preempt_group(
     return GroupPreemption(
         Status(Code.SUCCESS, (f"found a placement for podgroup, preempting {len(pods)} victims",)),
         noms,
-        victims,
+        tuple(pods),
         prepare_actuation(plugin, preemptor, pods, scheduler_name, {p.key: index.node_name(p) for p in pods}),
-        num_pdb_violations=violations,
     )
 
 

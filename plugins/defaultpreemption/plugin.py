@@ -37,7 +37,9 @@ connected. Without GpuTopology (or with ``topology_aware`` False) the choice is 
 Workload-aware preemption (:mod:`plugins.defaultpreemption.group`): :meth:`DefaultPreemption.victims_on_node`
 builds the victims of a node (a pod of a ``scheduling.k8s.io`` PodGroup with its group's priority; a PodGroup with
 ``disruptionMode: all`` one victim with all its pods, those on other nodes removed from the dry run through the
-PreFilter extensions only); a PodGroup as preemptor is evaluated by the gang cycle (``scheduler/gang.py``) with
+PreFilter extensions only); a PodGroup as preemptor: :meth:`DefaultPreemption.pod_group_post_filter`, the engine's
+PodGroupPostFilter point (:class:`scheduler.framework.interface.PodGroupPostFilterPlugin`) that the gang cycle
+(``scheduler/gang.py``) runs when a group does not fit, with
 :func:`~plugins.defaultpreemption.group.preempt_group`. ``eligible`` adds a rule on victims, ``tie_breakers``
 extends the node choice (e.g. topology).
 """
@@ -61,13 +63,23 @@ from plugins.defaultpreemption.core import (
     terminating_by_preemption,
 )
 from plugins.defaultpreemption.executor import Executor
-from plugins.defaultpreemption.group import remote_nodes, victim_index, victims_on_node
+from plugins.defaultpreemption.group import (
+    PREFIX,
+    group_preemptor,
+    preempt_group,
+    remote_nodes,
+    victim_index,
+    victims_on_node,
+)
 from plugins.defaultpreemption.topology import TopologyPreference
-from scheduler.cache import NodeInfo, Snapshot
+from scheduler.cache import Cache, NodeInfo, Snapshot
 from scheduler.framework.interface import (
     Code,
     CycleState,
     FrameworkHandle,
+    PodGroupInfo,
+    PodGroupPostFilterResult,
+    PodGroupScheduling,
     PostFilterResult,
     Status,
 )
@@ -205,6 +217,27 @@ class DefaultPreemption:
             Code.SUCCESS,
             (f"found a potential placement for pod on node {best.node}, preempting {len(best.pods)} victims",),
         )
+
+    # --- PodGroupPostFilter ----------------------------------------------------------------------------
+
+    async def pod_group_post_filter(
+        self,
+        cache: Cache,
+        group: PodGroupInfo,
+        nominated: Mapping[str, str],
+        scheduling: PodGroupScheduling,
+        scheduler_name: str,
+    ) -> PodGroupPostFilterResult:
+        """``PodGroupPostFilter`` (kubernetes v1.37.2 ``plugins/defaultpreemption/default_preemption.go``):
+        workload-aware preemption for a group whose cycle found no placement
+        (:func:`~plugins.defaultpreemption.group.preempt_group`); the status message is prefixed "pod group
+        preemption: " as upstream's."""
+        preemptor = group_preemptor(cache.snapshot(), group.pod_group, group.unscheduled, group.group_pods)
+        res = await preempt_group(self, cache, preemptor, nominated, scheduling, scheduler_name)
+        st = res.status
+        if st.message:
+            res.status = Status(st.code, (f"{PREFIX}{st.message}",), st.plugin)
+        return res
 
     # --- the steps, as upstream's Interface -------------------------------------------------------------
 

@@ -46,7 +46,6 @@ from fractions import Fraction
 from typing import Any
 
 from plugins.dra.cel import CELError, DeviceInput, SelectorCache, device_input
-from plugins.dra.quantity import Quantity
 from plugins.dra.taintrules import TaintRules
 from scheduler.ledger import DeviceID, DeviceLedger, PoolID
 from scheduler.model import (
@@ -70,6 +69,7 @@ from scheduler.model import (
     Taint,
     node_selector_matches,
 )
+from scheduler.quantity import Quantity
 
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
 

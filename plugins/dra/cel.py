@@ -88,9 +88,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol, TypeAlias, cast
 
-from plugins.dra.quantity import Quantity, QuantityError, parse_quantity
-from plugins.dra.semver import SemverError, Version
-from plugins.dra.semver import parse as parse_semver
+from scheduler.quantity import Quantity, QuantityError, parse_quantity
+from scheduler.semver import SemverError, Version
+from scheduler.semver import parse as parse_semver
 
 __all__ = [
     "COST_LIMIT",

@@ -37,10 +37,10 @@ and on in 1.37; kubernetes v1.37.2 ``pkg/scheduler/framework/plugins/dynamicreso
   writes are undone; a claim whose binding failed or timed out is deallocated when no other pod reserves
   it, which is what upstream's next attempt does (Filter: "resourceclaim not available on the node", then
   PostFilter deallocates). The wait only sleeps on the event loop: live, binding cycles are tasks, so other
-  pods keep being scheduled. Time comes from :class:`BindingClock`; ``simulate`` drives it with its fake
-  clock (:func:`use_binding_clock`): no DRA driver runs there, so a pod waits ``bindingTimeout`` of fake time
-  (at once), is rolled back and retried like upstream, and ends ``PodScheduled=False`` with the timeout
-  message naming the pending conditions.
+  pods keep being scheduled. Time comes from ``binding_clock`` (a :class:`scheduler.framework.hooks.BindingClock`);
+  ``simulate`` drives it with its fake clock (:func:`scheduler.framework.hooks.use_binding_clock`): no DRA driver
+  runs there, so a pod waits ``bindingTimeout`` of fake time (at once), is rolled back and retried like
+  upstream, and ends ``PodScheduled=False`` with the timeout message naming the pending conditions.
 
 Deliberate differences: the wait reads the claims from the API server (upstream: its informer cache); a
 failure condition on any claim fails the wait even while an earlier claim is still pending, and a claim that
@@ -77,12 +77,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import structlog
 
@@ -96,6 +94,7 @@ from plugins.dra.allocator import (
     Pool,
     gather_pools,
 )
+from plugins.dra.capacity import DeviceDemand, device_room, member_demands
 from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
 from plugins.dra.extended import (
     EXTENDED_CLAIM_ANNOTATION,
@@ -114,8 +113,10 @@ from plugins.dra.taintrules import TaintRules, TaintRuleTracker, describe_taint,
 from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
 from scheduler.cache import NodeInfo, Snapshot
 from scheduler.coexistence import PARTITION_ARG, PARTITION_MESSAGE, partition_from_args, validate_partition
-from scheduler.framework.helpers import default_normalize_score
+from scheduler.framework.helpers import default_normalize_score, max_normalized
+from scheduler.framework.hooks import REAL_CLOCK
 from scheduler.framework.interface import (
+    GROUP_PENDING_KEY,
     MAX_NODE_SCORE,
     CycleState,
     NodeScore,
@@ -123,6 +124,7 @@ from scheduler.framework.interface import (
     Status,
 )
 from scheduler.framework.registry import PluginSpec
+from scheduler.goduration import format_go_duration, parse_go_duration
 from scheduler.ledger import DeviceLedger, LedgerView
 from scheduler.model import (
     ALLOCATION_MODE_EXACT,
@@ -140,7 +142,6 @@ log = structlog.get_logger("dra_scheduler.dra")
 
 NAME = "DynamicResources"
 STATE_KEY = "DynamicResources"
-GROUP_PENDING_KEY = "gang/pending-claims"  # claim uid -> ClaimAllocation reserved by other gang members
 # CycleState key: the allocator's candidate-order hook for this cycle (written by GpuTopology's PreFilter;
 # see plugins.dra.allocator.DeviceOrder). Absent = upstream order.
 DEVICE_ORDER_KEY = "DynamicResources/device-order"
@@ -149,45 +150,6 @@ FIRST_AVAILABLE_MAX = 8
 CONFLICT_RETRIES = 5
 BINDING_TIMEOUT_DEFAULT = 600.0  # DynamicResourcesBindingTimeoutDefault
 BINDING_POLL_SECONDS = 1.0  # between two looks at the claims while waiting for binding conditions
-
-
-class _ManualClock(Protocol):
-    def now(self) -> float: ...
-
-    def advance(self, seconds: float) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class BindingClock:
-    """Time for PreBind's wait for device binding conditions: ``monotonic`` for the wait's own deadline,
-    ``wall`` (seconds since the epoch) for ``allocationTimestamp`` and its timeout, ``sleep`` between polls."""
-
-    monotonic: Callable[[], float]
-    wall: Callable[[], float]
-    sleep: Callable[[float], Awaitable[None]]
-
-
-REAL_CLOCK = BindingClock(time.monotonic, time.time, asyncio.sleep)
-
-
-def fake_binding_clock(clock: _ManualClock, epoch: float) -> BindingClock:
-    """A clock a test or ``simulate`` moves: sleeping advances ``clock`` and yields once to the event loop
-    (so tasks playing a DRA driver can write in between); the wall clock is ``epoch + clock.now()``."""
-
-    async def sleep(seconds: float) -> None:
-        clock.advance(max(0.0, seconds))
-        await asyncio.sleep(0)
-
-    return BindingClock(clock.now, lambda: epoch + clock.now(), sleep)
-
-
-def use_binding_clock(scheduler: Any, clock: BindingClock) -> None:
-    """Give every profile's DynamicResources instance of ``scheduler`` (a :class:`scheduler.scheduler.Scheduler`)
-    this clock (``simulate``: its fake clock)."""
-    for fw in scheduler.profiles.values():
-        inst = fw.instances.get(NAME)
-        if isinstance(inst, DynamicResources):
-            inst.binding_clock = clock
 
 
 class ClaimResolutionError(Exception):
@@ -555,6 +517,17 @@ class DynamicResources:
         self._pools[info.name] = (key, pools)
         return pools
 
+    # --- group capacity bound (scheduler.framework.capacity.DeviceCapacityPlugin; plugins.dra.capacity) ---
+
+    def member_demands(self, state: CycleState) -> tuple[list[DeviceDemand], int]:
+        return member_demands(state.read(STATE_KEY))
+
+    def device_room(
+        self, snap: Snapshot, info: NodeInfo, demands: Sequence[DeviceDemand], memo: dict[Hashable, Any]
+    ) -> tuple[int, dict[Hashable, int]]:
+        pools = self._node_pools(snap, info) if demands else []
+        return device_room(self, snap, info, pools, demands, memo)
+
     def sign(self, state: CycleState, pod: Pod) -> Hashable | None:
         data: _CycleData | None = state.read(STATE_KEY)
         if data is None:
@@ -565,6 +538,10 @@ class DynamicResources:
 
     def node_token(self, state: CycleState, node: NodeInfo) -> Hashable:
         return state.snapshot.ledger.node_revision(node.name)
+
+    def token_changes(self, state: CycleState, since: Hashable | None) -> tuple[Hashable, Any]:
+        """The nodes whose ``node_token`` may have changed since ``since`` (scheduler/framework/batch.py)."""
+        return state.snapshot.ledger.node_changes_since(since)  # type: ignore[arg-type]
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         data: _CycleData | None = state.read(STATE_KEY)
@@ -857,6 +834,42 @@ class DynamicResources:
                 d.node_allocations[node.name] = r
         return out
 
+    # the group cycle's JointAllocation point (scheduler.framework.interface.JointAllocationPlugin); allocations
+    # are ClaimAllocations, opaque to the engine
+
+    def joint_resolvable(self, status: Status) -> bool:
+        """A Filter rejection of this plugin may be resolved by allocating the members on the node together."""
+        return status.plugin == self.name
+
+    def allocate_jointly(self, states: Sequence[CycleState], node: NodeInfo) -> list[list[ClaimAllocation]] | None:
+        """:meth:`joint_allocate`; None also when the allocator fails."""
+        try:
+            return self.joint_allocate(states, node)
+        except AllocationError:
+            return None
+
+    def member_allocation(self, state: CycleState, node: str) -> list[ClaimAllocation]:
+        return self.allocation_for(state, node)
+
+    def reserve_member_allocation(
+        self, state: CycleState, node: str, allocations: Sequence[Any], ledger: DeviceLedger
+    ) -> list[tuple[str, ClaimAllocation]]:
+        """Make ``allocations`` the pod's on ``node`` and reserve their devices in ``ledger`` (in flight); returns
+        (claim uid, allocation) for the group's pending map (``GROUP_PENDING_KEY``)."""
+        allocs: list[ClaimAllocation] = allocations if isinstance(allocations, list) else list(allocations)
+        out: list[tuple[str, ClaimAllocation]] = []
+        for c, a in zip(self.claims_to_allocate(state), allocs, strict=True):
+            ledger.reserve(c.meta.uid, c.key, a.results)
+            out.append((c.meta.uid, a))
+        self.set_allocation(state, node, allocs)
+        return out
+
+    def member_claims(self, state: CycleState, node: str) -> tuple[list[str], list[tuple[str, ClaimAllocation]]]:
+        """After Reserve: the uids of the claims the pod allocates, and (claim uid, allocation) on ``node``."""
+        claims = self.claims_to_allocate(state)
+        pairs = [(c.meta.uid, a) for c, a in zip(claims, self.allocation_for(state, node), strict=False)]
+        return [c.meta.uid for c in claims], pairs
+
     def claims_to_allocate(self, state: CycleState) -> list[ResourceClaim]:
         """The claims the allocator allocates for the pod, in the order of its allocations."""
         data: _CycleData | None = state.read(STATE_KEY)
@@ -895,6 +908,7 @@ class DynamicResources:
                     total += FIRST_AVAILABLE_MAX - firsts[parent].index(res.request)
         return total
 
+    @max_normalized()
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         """``helper.DefaultNormalizeScore(MaxNodeScore, false)`` as upstream 1.37.2 (dynamicresources.go
         NormalizeScore): the node with the best-ranked firstAvailable subrequests gets 100, the others in
@@ -1406,51 +1420,15 @@ def _without_timestamp(allocation: Mapping[str, Any]) -> Mapping[str, Any]:
     return {k: v for k, v in allocation.items() if k != "allocationTimestamp"}
 
 
-_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(text: str) -> float:
-    """Go ``time.ParseDuration`` (the JSON form of metav1.Duration), in seconds: ``600s``, ``10m``, ``1h30m``,
-    ``1.5s``, ``-1s``, ``0``. Raises ValueError with Go's message."""
-    s = text
-    sign = 1.0
-    if s[:1] in ("-", "+"):
-        sign = -1.0 if s[0] == "-" else 1.0
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError(f"time: invalid duration {json.dumps(text)}")
-    total = 0.0
-    pos = 0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if m is None or m.group(1) in ("", "."):
-            if re.fullmatch(r"[0-9.]+", s[pos:]):
-                raise ValueError(f"time: missing unit in duration {json.dumps(text)}")
-            raise ValueError(f"time: invalid duration {json.dumps(text)}")
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if not total * 1e9 < 2**63:  # Go: an int64 of nanoseconds (also catches inf/NaN)
-        raise ValueError(f"time: invalid duration {json.dumps(text)}")
-    return sign * total
-
-
-def format_go_duration(seconds: float) -> str:
-    """Go's ``Duration.String`` for whole and fractional seconds: ``10m0s``, ``1h0m0s``, ``30s``, ``1.5s``."""
-    if seconds != int(seconds) or seconds < 60:
-        return f"{seconds:g}s"
-    whole = int(seconds)
-    h, rest = divmod(whole, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}h{m}m{sec}s" if h else f"{m}m{sec}s"
-
-
 def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
     import copy
+    import marshal
 
-    return copy.deepcopy(dict(raw))
+    try:  # JSON data: marshal's C round trip is about 4x copy.deepcopy
+        out: dict[str, Any] = marshal.loads(marshal.dumps(dict(raw)))
+        return out
+    except ValueError:
+        return copy.deepcopy(dict(raw))
 
 
 def _count_devices(

@@ -45,6 +45,7 @@ from plugins.noderesources.scoring import (
     most_allocated_scorer,
     requested_to_capacity_ratio_scorer,
 )
+from scheduler.framework.capacity import UNBOUNDED
 from scheduler.framework.interface import Code, CycleState, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_resource_errors, pod_score_requests
@@ -394,6 +395,51 @@ class NodeResourcesFit:
             return None  # "signature disabled when dra extended resources are used in the cluster"
         return (tuple(sorted(pod.requests.items())), self.pod_score_requests(pod))
 
+    # --- group capacity bound (scheduler.framework.capacity.ResourceCapacityPlugin) ----------------------------
+    # What Filter's fitsRequest checks, as counts: how many members with equal requests fit on a node together.
+
+    def _checks(self, res: str) -> bool:
+        """Filter checks ``res`` (when requested): cpu, memory, ephemeral-storage and the scalar resources, but
+        not the extended resources the args ignore."""
+        if res in _BASIC:
+            return True
+        if not is_scalar_resource(res):
+            return False
+        args = self.args
+        return not is_extended_resource(res) or not (
+            res in args.ignored_resources
+            or (args.ignored_resource_groups and res.split("/", 1)[0] in args.ignored_resource_groups)
+        )
+
+    def checked_resources(self, requests: Mapping[str, int]) -> list[str]:
+        """The resources of ``requests`` Filter checks, in fitsRequest's order (cpu, memory, ephemeral-storage,
+        then scalar resources by name)."""
+        out = [r for r in _BASIC if requests.get(r, 0) > 0]
+        out += [r for r in sorted(requests) if r not in _BASIC and requests[r] > 0 and self._checks(r)]
+        return out
+
+    def free_resources(
+        self, info: NodeInfo, resources: Sequence[str], classes: Mapping[str, DeviceClass]
+    ) -> dict[str, int]:
+        """Allocatable minus requested of each of ``resources`` Filter checks; unbounded for an extended
+        resource a DeviceClass maps that the node does not serve (DynamicResources allocates its devices)."""
+        alloc, used = info.node.allocatable, info.requested
+        out = {r: max(0, alloc.get(r, 0) - used.get(r, 0)) for r in resources if r in _BASIC or self._checks(r)}
+        if classes:
+            for r in out:
+                if should_delegate(r, info.node, classes):
+                    out[r] = UNBOUNDED
+        return out
+
+    def resource_room(self, requests: Mapping[str, int], info: NodeInfo, classes: Mapping[str, DeviceClass]) -> int:
+        """Free pod slots, and the free amount of each checked resource divided by the request."""
+        res = self.checked_resources(requests)
+        free = _free(info, res, classes)
+        cap = max(0, info.node.allocatable.get(PODS, 0) - info.pod_count)
+        for r in res:
+            cap = min(cap, free[r] // requests[r])
+        return cap
+
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # More allocatable (node added or updated), a pod on a node deleted or scaled down (in-place
         # resize), or a DeviceClass mapping an extended resource the pod asks for.
@@ -405,6 +451,20 @@ class NodeResourcesFit:
             ("DeviceClass", "Add"),
             ("DeviceClass", "Update"),
         )
+
+
+_BASIC = (CPU, MEMORY, EPHEMERAL_STORAGE)  # checked whenever requested, in this order, before scalar resources
+
+
+def _free(info: NodeInfo, resources: Sequence[str], classes: Mapping[str, DeviceClass]) -> dict[str, int]:
+    """Allocatable minus requested of each of ``resources`` on the node (unbounded where DRA serves it)."""
+    alloc, used = info.node.allocatable, info.requested
+    out = {r: max(0, alloc.get(r, 0) - used.get(r, 0)) for r in resources}
+    if classes:
+        for r in resources:
+            if should_delegate(r, info.node, classes):
+                out[r] = UNBOUNDED
+    return out
 
 
 SPEC = PluginSpec(

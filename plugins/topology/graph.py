@@ -36,11 +36,14 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from scheduler.model import Device, ResourceSlice
+
+if TYPE_CHECKING:
+    # imported where a graph is built (build_topology): networkx takes ~0.08 s to import, and a scheduler whose
+    # pods never ask for a topology never needs it (start-up, issue #16)
+    import networkx as nx
 
 ANNOTATION = "dra-scheduler.io/device-topology"
 STD = "resource.kubernetes.io"
@@ -390,6 +393,8 @@ def build_topology(
         vals = {gpus[i].numa for i in range(n) if numa[i] == grp_id}
         numa_labels.append(str(next(iter(vals))) if len(vals) == 1 and None not in vals else "?")
 
+    import networkx as nx
+
     G: nx.Graph = nx.Graph()
     for i, g in enumerate(gpus):
         G.add_node(("gpu", i), kind="gpu", name=g.name, busID=g.bus_id)
@@ -439,6 +444,8 @@ def build_topology(
 
 
 def _add_nvlink(G: nx.Graph, n: int, nvlink: Sequence[Sequence[int]], speed: int) -> None:
+    import networkx as nx
+
     covered: set[tuple[int, int]] = set()
     by_count: dict[int, nx.Graph] = {}
     for i in range(n):

@@ -11,10 +11,16 @@ Score       raw score of the node for the pod's device set (the allocation Dynam
 PreBind     reports malformed topology input found since the last binding as Warning Events on the node
             (they are logged when found).
 
-Also, for the gang scheduler: :meth:`GpuTopology.domain_plan` (smallest domain that can host the group,
-required / preferred level from the PodGroup annotations or the plugin args) and :meth:`GpuTopology.group_score`
-(a bonus for nodes in the same domain as the members placed so far); and explanations for events and
-``simulate -o table`` (:meth:`GpuTopology.explain`).
+Group cycle points (:mod:`scheduler.framework.interface`), for the gang scheduler:
+
+PlacementGenerate   :meth:`GpuTopology.placement_levels`, :meth:`GpuTopology.generate_placements` (the smallest
+                    domains that can host the group, with the required level from the PodGroup annotations or the
+                    plugin args; a PodGroup annotation that names no level is reported, then ignored) and
+                    :meth:`GpuTopology.describe_placement` (where a group landed, for its status).
+GroupMemberScore    :meth:`GpuTopology.group_score`: a bonus for nodes in the same domains as the members placed so
+                    far.
+BindingNote         :meth:`GpuTopology.binding_note`: how the pod's GPUs are connected, for the Scheduled Event;
+                    also :meth:`GpuTopology.explain_devices` for ``simulate -o table``.
 
 Args::
 
@@ -42,7 +48,7 @@ import structlog
 from plugins.dra.allocator import Candidate, ClaimAllocation
 from plugins.dra.plugin import DEVICE_ORDER_KEY, node_allocation
 from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
-from plugins.topology.domains import DEFAULT_LEVELS, Level, Plan, find_level, plan, shared_depth
+from plugins.topology.domains import DEFAULT_LEVELS
 from plugins.topology.graph import (
     ANNOTATION,
     Profile,
@@ -53,7 +59,8 @@ from plugins.topology.graph import (
     topology_from_inputs,
 )
 from plugins.topology.scoring import SubsetTable, Value, best_set_value, describe, table_for
-from scheduler.framework.helpers import default_normalize_score
+from scheduler.framework.domains import Level, Plan, find_level, plan, shared_depth
+from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.ledger import DeviceID, DeviceLedger
@@ -71,7 +78,7 @@ REQUIRED_ANNOTATION = "dra-scheduler.io/topology-required"
 PREFERRED_ANNOTATION = "dra-scheduler.io/topology-preferred"
 REF_BW = 18 * 531  # NV18 at NVLink5 speed: the best pair bandwidth in the profiles (absolute-quality scale)
 DOMAIN_BONUS = 100  # group_score per level of domain shared with the members placed so far
-EXPLAIN_KEY = "GpuTopology/explain"  # CycleState: the plugin, for placement_note()
+EXPLAIN_KEY = "GpuTopology/explain"  # CycleState: the plugin, for binding_note()
 
 # Built-in profiles: 8-GPU HGX/DGX boards whose GPUs are all-to-all through NVSwitch (driver-data.md §3.3-3.4).
 DEFAULT_PROFILES: tuple[Mapping[str, Any], ...] = (
@@ -402,6 +409,7 @@ class GpuTopology:
         placement = 400.0 * ((n - left) / n if self.pack else left / n)
         return round(quality + placement)
 
+    @max_normalized()
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.ok()
@@ -445,6 +453,48 @@ class GpuTopology:
 
     # --- gangs --------------------------------------------------------------------------------------------------
 
+    def placement_levels(self) -> Sequence[Level]:
+        """PlacementGenerate: the topology levels of the args, outermost first."""
+        return self.args.levels
+
+    def level_problem(self, pg: PodGroup | None) -> str:
+        """A PodGroup topology annotation that names no level (the last such one), else ""."""
+        problem = ""
+        ann = pg.meta.annotations if pg is not None else {}
+        for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION):
+            v = ann.get(key)
+            if v and find_level(self.args.levels, v) is None:
+                names = ", ".join(lv.name for lv in self.args.levels)
+                problem = f"annotation {key}: {v!r} is not a topology level ({names})"
+        return problem
+
+    def generate_placements(
+        self,
+        pod_group: PodGroup | None,
+        labels: Mapping[str, Mapping[str, str]],
+        slots: Mapping[str, int],
+        need: int,
+    ) -> tuple[Plan, str]:
+        """PlacementGenerate: the domains to try for ``need`` members (``slots``: how many fit on each feasible
+        node, ``labels`` its labels), smallest first with Pack, up to the required level, then anywhere unless a
+        level is required; and a problem with the PodGroup's annotations ("" when fine)."""
+        required, _ = self.levels_for(pod_group)
+        return (
+            plan(self.args.levels, labels, slots, need, required, pack=self.pack),
+            self.level_problem(pod_group),
+        )
+
+    def describe_placement(self, node_labels: Sequence[Mapping[str, str]], members: int) -> str:
+        """PlacementGenerate: where ``members`` placed without a chosen domain landed (their nodes' labels)."""
+        for lv in reversed(self.args.levels):
+            values = {lab.get(lv.label, "") for lab in node_labels}
+            if len(values) == 1 and "" not in values:
+                return (
+                    f"no single smaller domain had room for {members} members; placed in {lv.name} "
+                    f"{next(iter(values))} ({lv.label})"
+                )
+        return f"no single topology domain had room for {members} members; placed across domains"
+
     def levels_for(self, pg: PodGroup | None) -> tuple[Level | None, Level | None]:
         """(required, preferred) level: the PodGroup's annotations win over the plugin args."""
         ann = pg.meta.annotations if pg is not None else {}
@@ -476,13 +526,7 @@ class GpuTopology:
         PreFilter), and a problem with the PodGroup's topology annotations (empty when fine)."""
         snap = state.snapshot
         demand = self.gpu_demand(state, feasible)
-        problem = ""
-        ann = pg.meta.annotations if pg is not None else {}
-        for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION):
-            v = ann.get(key)
-            if v and find_level(self.args.levels, v) is None:
-                names = ", ".join(lv.name for lv in self.args.levels)
-                problem = f"annotation {key}: {v!r} is not a topology level ({names})"
+        problem = self.level_problem(pg)
         required, _ = self.levels_for(pg)
         slots: dict[str, int] = {}
         labels: dict[str, Mapping[str, str]] = {}
@@ -498,7 +542,8 @@ class GpuTopology:
         return plan(self.args.levels, labels, slots, need, required, pack=self.pack), problem
 
     def group_score(self, member: Pod, candidate: NodeInfo, used: Sequence[str]) -> int:
-        """Bonus for a node in the same domains as every member placed so far (innermost shared level)."""
+        """GroupMemberScore: a bonus for a node in the same domains as every member placed so far (innermost shared
+        level)."""
         snap = self._snapshot
         if not used or snap is None:
             return 0
@@ -512,12 +557,13 @@ class GpuTopology:
             depth = min(depth, shared_depth(self.args.levels, candidate.node.labels, info.node.labels))
         return DOMAIN_BONUS * depth
 
+    # --- BindingNote ---------------------------------------------------------------------------------------------
 
-def placement_note(state: CycleState, node: str) -> str:
-    """How the pod's devices on ``node`` are connected, for the Scheduled event (``Successfully assigned
-    ns/pod to node: gpu-0..3 NV18 all-pairs, NUMA 0``); empty without GpuTopology or GPUs."""
-    plugin = state.read(EXPLAIN_KEY)
-    return plugin.explain(state, node) if isinstance(plugin, GpuTopology) else ""
+    def binding_note(self, state: CycleState, node: str) -> str:
+        """BindingNote: how the pod's devices on ``node`` are connected, for the Scheduled event (``Successfully
+        assigned ns/pod to node: gpu-0..3 NV18 all-pairs, NUMA 0``); empty when this plugin's PreFilter did not run
+        for the pod, or without GPUs."""
+        return self.explain(state, node) if state.read(EXPLAIN_KEY) is self else ""
 
 
 SPEC = PluginSpec(

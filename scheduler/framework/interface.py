@@ -2,7 +2,8 @@
 
 Modelled on kube-scheduler's framework: one small protocol per extension point; a plugin implements
 only the points it needs and the runtime discovers them with ``isinstance``. "Does not fit" is an
-ordinary :class:`Status`; only faults are errors.
+ordinary :class:`Status`; only faults are errors. The group (gang) cycle's points — PodGroupPostFilter,
+PlacementGenerate, GroupMemberScore, JointAllocation, BindingNote — and the types they exchange are at the end.
 
 Queue semantics of the codes (as kube-scheduler):
 
@@ -25,9 +26,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from scheduler.api import ClusterAPI
-    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.cache import Cache, NodeInfo, Snapshot
+    from scheduler.framework.domains import Level, Plan
     from scheduler.framework.runtime import DryRun
-    from scheduler.model import Pod
+    from scheduler.ledger import DeviceLedger
+    from scheduler.model import DeviceResult, Pod, PodGroup
 
 
 class Code(IntEnum):
@@ -180,6 +183,11 @@ NOMINATE_OVERRIDE = "Override"
 NOMINATE_NOOP = "Noop"
 
 
+# API work a PostFilter plugin decided on (preemption: evict the victims), run after the cycle with the API and the
+# scheduler's wall clock (RFC 3339); False when it failed.
+Actuation = Callable[["ClusterAPI", Callable[[], str]], Awaitable[bool]]
+
+
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
     """What a PostFilter plugin asks for (upstream ``PostFilterResult`` + ``NominatingInfo``).
@@ -193,7 +201,7 @@ class PostFilterResult:
 
     nominated_node_name: str = ""
     mode: str = NOMINATE_OVERRIDE
-    actuate: Callable[[ClusterAPI, Callable[[], str]], Awaitable[bool]] | None = field(default=None, compare=False)
+    actuate: Actuation | None = field(default=None, compare=False)
 
 
 @runtime_checkable
@@ -332,6 +340,186 @@ class EnqueueExtensions(Protocol):
     schedulable. Actions: Add, Update, Delete."""
 
     def events_to_register(self) -> Sequence[tuple[str, str]]: ...
+
+
+# --- the PodGroup (gang) cycle -----------------------------------------------------------------------------------
+#
+# The group cycle (scheduler/gang.py; upstream kubernetes v1.37.2 pkg/scheduler/schedule_one_podgroup.go, KEP-4671
+# gang scheduling, KEP-5732 topology-aware workload scheduling) places a PodGroup's pending members together through
+# the pod points above (PreFilter, Filter, Score, Reserve, PreBind, Bind for each member) and through these group
+# points. Like the pod points they are discovered with ``isinstance`` over a profile's plugin instances
+# (``Framework`` helpers in scheduler/framework/runtime.py), never by a plugin's name or class.
+
+GROUP_PENDING_KEY = "gang/pending-claims"
+"""CycleState key, written by the group cycle into every member's state before PreFilter: claim uid -> the
+allocation (a :class:`JointAllocationPlugin`'s value, opaque to the engine) reserved for that claim by another
+member placed earlier in the same group cycle. A :class:`JointAllocationPlugin` reads it (DynamicResources: such a
+claim is used like an allocated claim, pinned to its node)."""
+
+PodGroupAssignments = list[tuple["Pod", str]]
+"""Member -> node, in the order the group search placed them (upstream ``fwk.PodGroupAssignments``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """The group a group point is called for (upstream ``fwk.PodGroupInfo``): the PodGroup, its pending members
+    the cycle tried to place (``GetUnscheduledPods``), and the keys of all its members, bound ones included."""
+
+    pod_group: PodGroup
+    unscheduled: tuple[Pod, ...]
+    group_pods: frozenset[str]
+
+
+class PodGroupScheduling(Protocol):
+    """The group cycle's own placement search, run on a copy of the cache that a PodGroupPostFilter plugin changed
+    (upstream ``fwk.PodGroupSchedulingFunc`` on the ``MutableSnapshotSharedLister``): what the group cycle will run
+    once the victims are gone. Nothing stays placed in ``cache`` after either call."""
+
+    async def search(self, cache: Cache) -> tuple[PodGroupAssignments | None, str]:
+        """The group's assignments on ``cache``, or None and why not."""
+        ...
+
+    async def check(self, cache: Cache, assignments: PodGroupAssignments) -> bool:
+        """Whether each member still goes on its node of ``assignments``, in order (PreFilter, Filter, Reserve)."""
+        ...
+
+
+@dataclass(slots=True)
+class PodGroupPostFilterResult:
+    """What a PodGroupPostFilter plugin returns (upstream ``fwk.PodGroupPostFilterResult`` + its ``*Status``):
+    ``status`` (Success: victims chosen, or a preemption under way; its message is what the members' status says
+    about it), ``nominations`` (member key -> node, "" clears; upstream ``NominatingInfos``), the pods to evict,
+    the API work (run after the members' status writes, as :attr:`PostFilterResult.actuate`), and ``retry`` (the
+    group fits now without the plugin's help: it is retried after a backoff)."""
+
+    status: Status
+    nominations: dict[str, str] = field(default_factory=dict)
+    victims: tuple[Pod, ...] = ()
+    actuate: Actuation | None = field(default=None, compare=False)
+    retry: bool = False
+
+
+@runtime_checkable
+class PodGroupPostFilterPlugin(Protocol):
+    """PodGroupPostFilter (kubernetes v1.37.2 ``staging/src/k8s.io/kube-scheduler/framework/interface.go``
+    ``PodGroupPostFilterPlugin``, run by ``RunPodGroupPostFilterPlugins`` in ``framework/runtime/framework.go``):
+    called when a PodGroup's cycle found no placement (not when its search merely ran out of budget), for each
+    plugin enabled at ``postFilter`` that implements it. Implemented by DefaultPreemption (workload-aware
+    preemption). ``cache`` is the scheduler's cache, to be copied, never changed; ``nominated``: the members'
+    current nominations (taken out of the nominator for the group's own search); ``scheduling`` runs the group's
+    search on such a copy."""
+
+    name: ClassVar[str]
+
+    async def pod_group_post_filter(
+        self,
+        cache: Cache,
+        group: PodGroupInfo,
+        nominated: Mapping[str, str],
+        scheduling: PodGroupScheduling,
+        scheduler_name: str,
+    ) -> PodGroupPostFilterResult: ...
+
+
+@runtime_checkable
+class PlacementGeneratePlugin(Protocol):
+    """The topology domains (upstream ``Placement``: a set of nodes) a group is tried in, smallest first
+    (kubernetes v1.37.2 ``staging/src/k8s.io/kube-scheduler/framework/interface.go`` ``PlacementGeneratePlugin``,
+    ``GeneratePlacements``; KEP-5732). Here for the node-label levels of a plugin's args (GpuTopology: NVLink
+    clique, rack, block, zone), beyond upstream's single ``schedulingConstraints.topology`` key, which the engine
+    plans itself with the same :func:`scheduler.framework.domains.plan`. The first instance of the profile that
+    implements it is used.
+
+    * ``placement_levels``: the levels, outermost first (the group's packing also keeps members in few domains of
+      them);
+    * ``generate_placements``: the domains to try for ``need`` members, given each feasible node's labels and how
+      many members fit there, and a problem with the PodGroup's own topology settings ("" when none; reported,
+      then ignored);
+    * ``describe_placement``: where a group placed without a chosen domain landed (the labels of its members'
+      nodes), for the PodGroup status."""
+
+    name: ClassVar[str]
+
+    def placement_levels(self) -> Sequence[Level]: ...
+
+    def generate_placements(
+        self,
+        pod_group: PodGroup | None,
+        labels: Mapping[str, Mapping[str, str]],
+        slots: Mapping[str, int],
+        need: int,
+    ) -> tuple[Plan, str]: ...
+
+    def describe_placement(self, node_labels: Sequence[Mapping[str, str]], members: int) -> str: ...
+
+
+@runtime_checkable
+class GroupMemberScorePlugin(Protocol):
+    """A bonus for a candidate node of one member of a group, given the nodes of the members placed so far in the
+    cycle (GpuTopology: the innermost topology domain shared with all of them). Added to the framework's node
+    score when a member that is a class of its own is placed. No upstream counterpart: upstream ranks a group's
+    nodes with the pod Score plugins and whole placements with PlacementScore (``PlacementScorePlugin``). The
+    first instance of the profile that implements it is used."""
+
+    name: ClassVar[str]
+
+    def group_score(self, member: Pod, candidate: NodeInfo, used: Sequence[str]) -> int: ...
+
+
+class AllocatedDevices(Protocol):
+    """What the engine reads of a :class:`JointAllocationPlugin`'s allocation (otherwise opaque): the devices it
+    holds, to check that no other claim took one while the group search yielded."""
+
+    @property
+    def results(self) -> tuple[DeviceResult, ...]: ...
+
+
+@runtime_checkable
+class JointAllocationPlugin(Protocol):
+    """Joint allocation of the members placed on one node (implemented by DynamicResources; kubernetes#138765:
+    devices chosen pod by pod without backtracking can leave a node that fits the members together unused). No
+    upstream counterpart in the PodGroup cycle. The first instance of the profile that implements it is used.
+
+    * ``joint_resolvable``: may this Filter rejection be resolved by allocating the members on the node together;
+    * ``allocate_jointly``: allocate the pods of ``states`` (after PreFilter; the engine released their earlier
+      reservations) together on ``node``: per-pod allocations in the same order, or None (no fit, or an
+      allocation error);
+    * ``member_allocation``: a placed member's allocation on ``node``;
+    * ``reserve_member_allocation``: make ``allocations`` the member's on ``node``, reserve their devices in
+      ``ledger``, and return (claim uid, allocation) for the group's pending map (:data:`GROUP_PENDING_KEY`);
+    * ``member_claims``: after Reserve, the uids of the claims the member allocates, and (claim uid, allocation)
+      for the pending map."""
+
+    name: ClassVar[str]
+
+    def joint_resolvable(self, status: Status) -> bool: ...
+
+    def allocate_jointly(
+        self, states: Sequence[CycleState], node: NodeInfo
+    ) -> Sequence[Sequence[AllocatedDevices]] | None: ...
+
+    def member_allocation(self, state: CycleState, node: str) -> Sequence[AllocatedDevices]: ...
+
+    def reserve_member_allocation(
+        self, state: CycleState, node: str, allocations: Sequence[AllocatedDevices], ledger: DeviceLedger
+    ) -> Sequence[tuple[str, AllocatedDevices]]: ...
+
+    def member_claims(
+        self, state: CycleState, node: str
+    ) -> tuple[Sequence[str], Sequence[tuple[str, AllocatedDevices]]]: ...
+
+
+@runtime_checkable
+class BindingNotePlugin(Protocol):
+    """A note for the ``Scheduled`` Event of a pod bound to ``node`` (GpuTopology: how its GPUs are connected,
+    "gpu-0..3 NV18 all-pairs, NUMA 0"); "" when the plugin has nothing to say. The Event then reads
+    "Successfully assigned ns/pod to node: <notes>" (upstream kubernetes v1.37.2 ``pkg/scheduler/schedule_one.go``
+    ``finishBinding`` writes "Successfully assigned %v/%v to %v" without a note). Every instance of
+    the profile that implements it is asked, for single pods and group members alike."""
+
+    name: ClassVar[str]
+
+    def binding_note(self, state: CycleState, node: str) -> str: ...
 
 
 MAX_NODE_SCORE = 100

@@ -3,10 +3,10 @@
 Everything here is a pure function returning raw Kubernetes JSON dicts (the shape ``kubectl get -o json``
 prints), so the same fixtures feed unit tests, benchmarks and ``dra-scheduler simulate``.
 
-    python -m scheduler.fleet demo                 # the demo fleet (manifests/examples/00-fleet.yaml)
-    python -m scheduler.fleet scale 1000           # 1,000 x DGX H100 for benchmarks
-    python -m scheduler.fleet scale 64 --sku l40s-pcie-8 -o json
-    python -m scheduler.fleet dynamic-mig          # a DynamicMIG (partitionable devices) H100 node
+    python -m bench.fleet demo                 # the demo fleet (manifests/examples/00-fleet.yaml)
+    python -m bench.fleet scale 1000           # 1,000 x DGX H100 for benchmarks
+    python -m bench.fleet scale 64 --sku l40s-pcie-8 -o json
+    python -m bench.fleet dynamic-mig          # a DynamicMIG (partitionable devices) H100 node
 
 Facts and where they come from (see also /work/shared/reference/driver-data.md):
 
@@ -758,8 +758,8 @@ def scale_fleet(nodes: int, gpus_per_node: int = 8, sku: Sku = DGX_H100,
 
 DEMO_HEADER = (
     "# Demo fleet for `dra-scheduler simulate manifests/examples/`.\n"
-    "# GENERATED FILE, do not edit: python -m scheduler.fleet demo > manifests/examples/00-fleet.yaml\n"
-    "# (tests/test_fleet.py fails when it differs from scheduler.fleet.demo_fleet()).\n"
+    "# GENERATED FILE, do not edit: python -m bench.fleet demo > manifests/examples/00-fleet.yaml\n"
+    "# (tests/test_fleet.py fails when it differs from bench.fleet.demo_fleet()).\n"
     "# Nodes: dgx-h100-01 (8x H100 80GB HBM3, NV18), hgx-a100-01 (8x A100-SXM4-80GB, NV12),\n"
     "# a100-mig-01 (8x A100-SXM4-80GB: gpu-0..3 whole, gpu-4..7 static MIG), l40s-01 (8x L40S PCIe),\n"
     "# t4-01 (4x Tesla T4); ResourceSlices as the NVIDIA DRA driver (gpu.nvidia.com) publishes them;\n"
@@ -782,7 +782,7 @@ def _fast_yaml(objs: list[JSON]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scheduler.fleet",
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet",
                                      description=(__doc__ or "").splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
@@ -800,10 +800,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         objs = demo_fleet()
         header = DEMO_HEADER
     elif args.command == "dynamic-mig":
-        objs, header = dynamic_mig_fleet(), "# python -m scheduler.fleet dynamic-mig\n"
+        objs, header = dynamic_mig_fleet(), "# python -m bench.fleet dynamic-mig\n"
     else:
         objs = scale_fleet(args.nodes, args.gpus_per_node, SKUS[args.sku])
-        header = f"# python -m scheduler.fleet scale {args.nodes} --gpus-per-node {args.gpus_per_node}" \
+        header = f"# python -m bench.fleet scale {args.nodes} --gpus-per-node {args.gpus_per_node}" \
                  f" --sku {args.sku}\n"
     if args.output == "json":
         json.dump({"apiVersion": "v1", "kind": "List", "items": objs}, sys.stdout, separators=(",", ":"))

@@ -8,6 +8,10 @@ enforce optimistic concurrency: an ``update`` carrying a stale ``metadata.resour
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 Obj = dict[str, Any]
@@ -57,3 +61,32 @@ class ClusterAPI(Protocol):
     async def event(self, obj: Obj, event_type: str, reason: str, message: str, action: str) -> None:
         """Record a core/v1 Event about ``obj`` (best effort)."""
         ...
+
+
+# --- the order of the binding cycles' writes (used by the live client's rate limiter) --------------------
+
+_WRITE_SEQUENCE: ContextVar[int | None] = ContextVar("dra_scheduler_write_sequence", default=None)
+_sequence = itertools.count(1)
+
+
+@contextlib.contextmanager
+def pod_writes() -> Iterator[int]:
+    """Mark the API requests made in this context, and in the tasks created in it, as the writes of one
+    binding cycle (a pod's, or a pod group's commit) that started after every earlier one: each ``with``
+    takes the next number of one process-wide sequence. The live client's rate limiter serves waiting
+    requests of older binding cycles first (``scheduler.kube.client.TokenBucket``), so that a pod's writes
+    go out before the writes of pods scheduled after it. :class:`~scheduler.memapi.InMemoryAPI` ignores it.
+
+    ``asyncio.create_task`` copies the current context: wrapping the ``create_task`` of a binding cycle
+    (or its body) in ``with pod_writes():`` is all a caller does."""
+    seq = next(_sequence)
+    token = _WRITE_SEQUENCE.set(seq)
+    try:
+        yield seq
+    finally:
+        _WRITE_SEQUENCE.reset(token)
+
+
+def write_sequence() -> int | None:
+    """The binding cycle the current request belongs to (its :func:`pod_writes` number), None outside one."""
+    return _WRITE_SEQUENCE.get()

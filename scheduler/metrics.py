@@ -7,10 +7,12 @@ a profile's framework reports to (the framework ``Metrics`` protocol has no prof
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 from prometheus_client.utils import INF
 
 from scheduler.framework.interface import Code
@@ -101,6 +103,7 @@ class SchedulerMetrics:
             self.pending_pods.labels(queue=q).set(0)
         self._ep: dict[tuple[str, int, str], Histogram] = {}
         self._plugin: dict[tuple[str, str, int], Histogram] = {}
+        self._api_collector: Collector | None = None
 
     # --- the framework Metrics protocol (profile-less: profile label "") -------------------------------------
 
@@ -156,6 +159,29 @@ class SchedulerMetrics:
         if new_conflicts:
             self.double_allocations.inc(new_conflicts)
 
+    # --- the API clients (scheduler/kube/client.py, scheduler/kube/events.py) ----------------------------------
+
+    def watch_api(
+        self,
+        requests: Callable[[], Iterable[tuple[str, str, str, str, int]]],
+        events: Callable[[], Mapping[str, int]],
+        throttled: Callable[[], Mapping[str, float]] | None = None,
+    ) -> None:
+        """Expose the live clients' counters, read at each scrape:
+
+        * ``dra_scheduler_api_requests_total{client,verb,resource,code}`` from ``requests()``: (client, verb,
+          resource, code, count) rows; ``client`` is ``scheduling`` (everything but Events) or ``events``;
+          verb and resource as the API server names them (``create`` ``pods/binding``, ``update``
+          ``resourceclaims/status``, ``watch`` ``pods``); ``code`` the HTTP status, ``error`` for no answer;
+        * ``dra_scheduler_events_total{result}`` from ``events()``: posted / updated (a series count written)
+          / aggregated (folded into an existing Event) / dropped / failed;
+        * ``dra_scheduler_api_throttled_seconds_total{client}``: time requests waited for the client-side
+          rate limiter."""
+        if self._api_collector is not None:
+            self.registry.unregister(self._api_collector)
+        self._api_collector = _ApiCollector(requests, events, throttled)
+        self.registry.register(self._api_collector)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -172,3 +198,47 @@ class ProfileMetrics:
 
     def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
         self.parent.observe_plugin(plugin, point, status, seconds)
+
+
+class _ApiCollector(Collector):
+    def __init__(
+        self,
+        requests: Callable[[], Iterable[tuple[str, str, str, str, int]]],
+        events: Callable[[], Mapping[str, int]],
+        throttled: Callable[[], Mapping[str, float]] | None,
+    ) -> None:
+        self._requests = requests
+        self._events = events
+        self._throttled = throttled
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # collected only at scrape time (the sources may not exist yet)
+
+    def collect(self) -> Iterator[Metric]:
+        req = CounterMetricFamily(
+            "dra_scheduler_api_requests",
+            "API requests sent (each try of a retried request), by client (scheduling / events), verb, resource "
+            "and HTTP status ('error': no answer).",
+            labels=["client", "verb", "resource", "code"],
+        )
+        for client, verb, resource, code, n in sorted(self._requests()):
+            req.add_metric([client, verb, resource, code], n)
+        yield req
+        ev = CounterMetricFamily(
+            "dra_scheduler_events",
+            "Events recorded, by result: posted (created), updated (a series count written), aggregated (an "
+            "occurrence folded into an existing Event), dropped (queue full or unsent at shutdown), failed.",
+            labels=["result"],
+        )
+        for result, n in sorted(self._events().items()):
+            ev.add_metric([result], n)
+        yield ev
+        if self._throttled is not None:
+            th = CounterMetricFamily(
+                "dra_scheduler_api_throttled_seconds",
+                "Seconds API requests waited for the client-side rate limiter (--qps / --burst), by client.",
+                labels=["client"],
+            )
+            for client, seconds in sorted(self._throttled().items()):
+                th.add_metric([client], seconds)
+            yield th

@@ -16,11 +16,17 @@ scheduling.k8s.io) installed after start-up gets its informer then, without a re
 
 The loop: ``queue.pop_wait(timeout=1)`` → ``run_once`` (scheduling cycle inline, binding cycle as a task),
 timed for ``scheduler_schedule_attempts_total`` / ``scheduler_scheduling_attempt_duration_seconds`` (a
-scheduled pod is counted when its binding cycle ends) → every second ``queue.flush()`` and the
+scheduled pod is counted when its binding cycle ends) → a yield to the event loop, so that the binding cycles
+progress between scheduling cycles, and a pause while more binding writes wait for the API than the QPS budget
+sends in ``write_backlog`` seconds (``_write_backpressure``) → every second ``queue.flush()`` and the
 ``scheduler_pending_pods`` gauge.
 
+Events go out on a second connection (own rate limiter and connection pool, the same ``--qps``/``--burst``:
+kube-scheduler's separate events clientset), aggregated into series (scheduler/kube/events.py).
+
 Shutdown: SIGTERM/SIGINT stop popping, wait for the binding cycles under way (``shutdown_timeout``), release
-the Lease, exit 0. Losing the Lease exits 1 at once, without waiting: another replica is scheduling now.
+the Lease, flush the Events, exit 0. Losing the Lease exits 1 at once, without waiting: another replica is
+scheduling now.
 """
 
 from __future__ import annotations
@@ -124,6 +130,9 @@ class RunOptions:
     connect_timeout: float = 60.0  # wait this long for the API server at start-up (<= 0: for ever)
     discovery_interval: float = 30.0  # re-discover the optional (PodGroup) APIs this often
     resource_lock: str = "leases"
+    # the scheduling loop pauses while binding-cycle writes worth more than this many seconds of the client's
+    # QPS wait (for the rate limiter or a place in flight; <= 0: never pauses): SchedulerApp._write_backpressure
+    write_backlog: float = 0.5
     # RunOptions fields given explicitly (command-line flags): a config file's leaderElection block sets the
     # leader-election fields not named here (kube-scheduler: flags that were set win over the file)
     explicit: frozenset[str] = frozenset()
@@ -180,6 +189,7 @@ class SchedulerApp:
     def __init__(self, opts: RunOptions, conn: KubeConnection | None = None) -> None:
         self.opts = opts
         self.conn = conn
+        self.events_conn: KubeConnection | None = None  # Events' own client (limiter, pool): kube/events.py
         self.api: LiveAPI | None = None
         self.cache = Cache()
         self.metrics = SchedulerMetrics()
@@ -272,7 +282,9 @@ class SchedulerApp:
                 return self.exit_code
         except ApiError as e:  # Unreachable after --connect-timeout, 401, TLS verification
             return self._fail(str(e), "API server not usable", host=self.conn.host)
-        self.api = api = LiveAPI(self.conn)
+        self.events_conn = self.conn.sibling()
+        self.api = api = LiveAPI(self.conn, events_conn=self.events_conn)
+        self._watch_api(self.conn, self.events_conn, api)
         self._phase = "discovering the API server's optional APIs"
         served = {**await api.discover(), **await discover_gated(api)}
         self._served = dict(served)
@@ -375,6 +387,15 @@ class SchedulerApp:
             if exc is not None:
                 raise exc
         return task in done and not task.cancelled() and task.exception() is None
+
+    def _watch_api(self, conn: KubeConnection, events_conn: KubeConnection, api: LiveAPI) -> None:
+        """``dra_scheduler_api_requests_total`` and ``dra_scheduler_events_total`` (scheduler/metrics.py)."""
+        clients = (("scheduling", conn), ("events", events_conn))
+        self.metrics.watch_api(
+            lambda: [(name, *k, n) for name, c in clients for k, n in list(c.requests.items())],
+            lambda: dict(api.recorder.counts),
+            lambda: {name: c.limiter.throttled_seconds for name, c in clients},
+        )
 
     def _set_phase(self, phase: str) -> None:
         self._phase = phase
@@ -510,6 +531,27 @@ class SchedulerApp:
             if info is None or self._stopping:
                 continue
             await self._attempt(info)
+            # Let the binding cycles (and the informers) run between two scheduling cycles: with pods queued,
+            # nothing above suspends, and without this the first binding cycle would send its first write
+            # only once the whole queue had been through its scheduling cycle (pods bound all at the end).
+            await asyncio.sleep(0)
+            await self._write_backpressure()
+
+    async def _write_backpressure(self) -> None:
+        """Pause the scheduling loop while more binding-cycle writes wait (for the client-side rate limiter or
+        for a place among the requests in flight) than the QPS budget sends in ``write_backlog`` seconds.
+        When the writes are the bottleneck, cycles run further ahead would only take the CPU (one event loop)
+        from the binding cycles already under way, whose writes go first anyway; paused, the loop leaves the
+        event loop to them, and the pods not scheduled yet wait in the queue, to be scheduled against a
+        fresher cluster state. When the CPU is the bottleneck nothing waits and the loop never pauses."""
+        conn = self.conn
+        backlog = self.opts.write_backlog
+        if conn is None or backlog <= 0:
+            return
+        qps = conn.limiter.qps if conn.limiter.qps > 0 else 1000.0
+        most = max(1, int(qps * backlog))
+        while conn.limiter.pods_waiting + conn.inflight.pods_waiting > most and not self._stopping:
+            await asyncio.sleep(1.0 / qps)
 
     async def _attempt(self, info: QueuedPodInfo) -> None:
         sched = self.sched
@@ -612,7 +654,9 @@ class SchedulerApp:
         if self.health is not None:
             await self.health.stop()
         if self.api is not None:
-            await self.api.close(timeout=2.0)
+            await self.api.close(timeout=min(5.0, max(self.opts.shutdown_timeout, 0.1)))  # flush the Events
+        if self.events_conn is not None:
+            await self.events_conn.close()
         if self.conn is not None:
             await self.conn.close()
         log.info("stopped", exit_code=self.exit_code)

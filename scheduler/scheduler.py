@@ -25,8 +25,7 @@ from typing import Any
 
 import structlog
 
-from plugins.topology.plugin import placement_note
-from scheduler.api import ApiError, ClusterAPI, NotFound
+from scheduler.api import ApiError, ClusterAPI, NotFound, pod_writes
 from scheduler.cache import Cache, NodeInfo
 from scheduler.coexistence import DoubleAllocationDetector
 from scheduler.config import SchedulerConfig
@@ -280,7 +279,7 @@ class Scheduler:
 
     def _find_node(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[str | None, Status | None, set[str]]:
         snap = state.snapshot
-        if not snap.nodes:
+        if not snap.node_map:
             return None, Status.unschedulable("0/0 nodes are available: no nodes registered."), set()
         pre, st = fw.run_pre_filter(state, pod)
         if not st.is_success:
@@ -291,9 +290,6 @@ class Scheduler:
                     msg = f"0/{len(snap.nodes)} nodes are available: {st.message}. {post}"
                     return None, Status(st.code, (msg,), st.plugin), {st.plugin} if st.plugin else set()
             return None, st, {st.plugin} if st.plugin else set()
-        nodes: Sequence[NodeInfo] = snap.nodes
-        if pre is not None and pre.node_names is not None:
-            nodes = [n for n in nodes if n.name in pre.node_names]
         sig = fw.signature(state, pod)
         nominated = fw.nominated_node_of(pod)
         if nominated:
@@ -302,7 +298,22 @@ class Scheduler:
             allowed = pre is None or pre.node_names is None or nominated in pre.node_names
             if info is not None and allowed and fw.filter_node(state, pod, info, sig).is_success:
                 return nominated, None, set()
-        feasible, statuses = self._filter(fw, state, pod, nodes, sig)
+        # reuse between equal pods (scheduler/framework/batch.py): the same outcome, without a per-node loop
+        batched = None if pre is not None and pre.node_names is not None else fw.find_batched(
+            state, pod, sig, self._next_start, lambda n: num_feasible_nodes_to_find(self._percentage(fw), n)
+        )
+        feasible: list[NodeInfo]
+        statuses: dict[str, Status] | Status
+        if batched is not None:
+            self._next_start, found = batched
+            if isinstance(found, tuple):
+                return found
+            feasible, statuses = [], found
+        else:
+            nodes: Sequence[NodeInfo] = snap.nodes
+            if pre is not None and pre.node_names is not None:
+                nodes = [n for n in nodes if n.name in pre.node_names]
+            feasible, statuses = self._filter(fw, state, pod, nodes, sig)
         if isinstance(statuses, Status):  # an Error status aborted the cycle
             return None, statuses, {statuses.plugin}
         if not feasible:
@@ -333,10 +344,7 @@ class Scheduler:
         n = len(nodes)
         if n == 0:
             return [], {}
-        percentage = fw.profile.percentage_of_nodes_to_score
-        if percentage is None:
-            percentage = self.config.percentage_of_nodes_to_score
-        want = num_feasible_nodes_to_find(percentage, n)
+        want = num_feasible_nodes_to_find(self._percentage(fw), n)
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
         offset = self._next_start % n
@@ -357,6 +365,11 @@ class Scheduler:
         self._next_start = (offset + checked) % n
         fw.metrics.observe_extension_point("Filter", Code.SUCCESS, time.perf_counter() - start)
         return feasible, statuses
+
+    def _percentage(self, fw: Framework) -> int:
+        """percentageOfNodesToScore: the profile's, else the configuration's (0: adaptive)."""
+        percentage = fw.profile.percentage_of_nodes_to_score
+        return self.config.percentage_of_nodes_to_score if percentage is None else percentage
 
     def _count_attempt(self, status: Status | None) -> None:
         result = "scheduled" if status is None else ("error" if status.code == Code.ERROR else "unschedulable")
@@ -452,7 +465,7 @@ class Scheduler:
             st = await fw.run_bind(state, pod, node, self.api)
         if st.is_success:
             self.queue.done(pod.key)
-            explained = placement_note(state, node)
+            explained = fw.binding_note(state, node)  # BindingNote plugins (GpuTopology)
             note = f": {explained}" if explained else ""
             await self.api.event(
                 dict(pod.raw), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}{note}", "Binding"
@@ -529,7 +542,8 @@ class Scheduler:
             if not ok:
                 outcome.node = ""
             return outcome
-        task = asyncio.create_task(self.bind(info, pod, outcome.node, state, fw))
+        with pod_writes():  # the live client's rate limiter serves older pods' writes first (scheduler/api.py)
+            task = asyncio.create_task(self.bind(info, pod, outcome.node, state, fw))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
         return outcome

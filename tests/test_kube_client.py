@@ -200,19 +200,36 @@ async def test_events_are_posted_in_the_background(server: FakeAPIServer, api: L
     server.fail("POST", "/events", 500)
     await api.event(node, "Normal", "X", "m", "A")  # best effort: never raises
     await api.flush_events()
+    assert api.recorder.counts["failed"] == 1
     await api.event(node, "Normal", "Y", "m", "A")
+    await api.flush_events()  # X, refused with a 500, is tried again (client-go retries those too)
+    assert sorted(e["reason"] for e in server.list("Event")) == ["FailedScheduling", "X", "Y"]
+    assert all(e["metadata"]["namespace"] == "default" for e in server.list("Event"))  # cluster-scoped object
+    server.fail("POST", "/events", 422)
+    await api.event(node, "Normal", "Z", "m", "A")
     await api.flush_events()
-    assert [e["reason"] for e in server.list("Event")] == ["FailedScheduling", "Y"]
-    assert server.list("Event")[1]["metadata"]["namespace"] == "default"  # cluster-scoped object
+    await api.flush_events()  # a rejected Event is not tried again
+    assert "Z" not in {e["reason"] for e in server.list("Event")}
 
 
-def test_token_bucket() -> None:
+async def test_token_bucket() -> None:
     now = [0.0]
-    tb = TokenBucket(qps=10, burst=2, clock=lambda: now[0])
-    assert [round(tb.reserve(), 3) for _ in range(4)] == [0.0, 0.0, 0.1, 0.2]
+    slept: list[float] = []
+
+    async def sleep(d: float) -> None:
+        slept.append(round(d, 3))
+        now[0] += d
+
+    tb = TokenBucket(qps=10, burst=2, clock=lambda: now[0], sleep=sleep)
+    for _ in range(4):
+        await tb.acquire()
+    assert now[0] == pytest.approx(0.2) and slept == [0.1, 0.1]  # the burst, then one token every 0.1 s
+    assert tb.throttled_requests == 2
     now[0] = 10.0
-    assert tb.reserve() == 0.0  # refilled (capped at burst)
-    assert TokenBucket(qps=0, burst=1).reserve() == 0.0
+    await tb.acquire()
+    await tb.acquire()
+    assert now[0] == 10.0  # refilled (capped at burst)
+    await TokenBucket(qps=0, burst=1).acquire()  # disabled
 
 
 async def test_rate_limit_applies_to_requests(server: FakeAPIServer) -> None:

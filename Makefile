@@ -34,7 +34,8 @@ test: lint unit e2e
 demo: install e2e-build
 	$(BIN)/python -m e2e.demo
 
-# Live throughput: 1,000 single-GPU template-claim pods on 200 fake 8-GPU nodes.
+# Live throughput side by side with kube-scheduler 1.37.2 (e2e/throughput.py): 1,000 single-GPU template-claim
+# pods on 200 fake 8-GPU nodes, alternating rounds, client QPS 200 and 5000; about 17 min on 2 cores.
 throughput: install e2e-build
 	$(BIN)/python -m e2e.throughput
 

@@ -31,9 +31,7 @@ from typing import Any
 
 sys.path.insert(0, ".")
 
-from plugins.topology.plugin import GpuTopology
-from scheduler.config import SchedulerConfig, default_config, load_config_text
-from scheduler.fleet import (
+from bench.fleet import (
     DGX_H100,
     HGX_A100_80GB,
     L40S_PCIE_8,
@@ -43,6 +41,8 @@ from scheduler.fleet import (
     gpu_node_objects,
     topology_matrix,
 )
+from plugins.topology.plugin import GpuTopology
+from scheduler.config import SchedulerConfig, default_config, load_config_text
 from scheduler.logging import configure_logging
 from scheduler.simulate import SimulationResult, simulate
 
@@ -170,6 +170,9 @@ def measure(res: SimulationResult) -> dict[str, float]:
     snap = sched.cache.snapshot()
     model = GpuTopology({})  # the same model measures both runs
     bottlenecks: list[float] = []
+    ideal: list[float] = []  # the best set of that size on the same node, as if the node were empty
+    matters = 0  # claims on a node where sets of that size differ in bottleneck (the choice matters)
+    bounds: dict[tuple[int, int], tuple[float, float]] = {}
     nvlink = numa_local = multi = 0
     for c in res.items:
         if c["kind"] != "ResourceClaim":
@@ -188,6 +191,13 @@ def measure(res: SimulationResult) -> dict[str, float]:
         mask = sum(1 << i for i in idx)
         b, negspan = view.table.value(mask)
         bottlenecks.append(b / 10)
+        key = (id(view.table), len(idx))
+        if key not in bounds:
+            vals = [view.table.value(m)[0] / 10 for m in range(1 << view.topo.size) if m.bit_count() == len(idx)]
+            bounds[key] = (max(vals), min(vals))
+        hi, lo = bounds[key]
+        ideal.append(hi)
+        matters += hi != lo
         if all(view.topo.codes[x][y].startswith("NV") for x in idx for y in idx if x < y):
             nvlink += 1
         if negspan == -1:
@@ -200,6 +210,8 @@ def measure(res: SimulationResult) -> dict[str, float]:
     return {
         "multi": multi,
         "mean_bottleneck": sum(bottlenecks) / max(1, len(bottlenecks)),
+        "ideal_bottleneck": sum(ideal) / max(1, len(ideal)),
+        "choice_matters": matters / max(1, multi),
         "nvlink_share": nvlink / max(1, multi),
         "numa_share": numa_local / max(1, multi),
         "placeable_8": whole,
@@ -232,6 +244,9 @@ def quality(nodes: int, fill: float, seed: int) -> None:
         ("multi-GPU claims placed", f"{ours['multi']:.0f}", f"{ff['multi']:.0f}", ratio(ours["multi"], ff["multi"])),
         ("mean bottleneck bandwidth (GB/s)", f"{ours['mean_bottleneck']:.1f}", f"{ff['mean_bottleneck']:.1f}",
          ratio(ours["mean_bottleneck"], ff["mean_bottleneck"])),
+        ("  bound: best set on the same node", f"{ours['ideal_bottleneck']:.1f}", f"{ff['ideal_bottleneck']:.1f}",
+         ratio(ours["mean_bottleneck"], ours["ideal_bottleneck"])),
+        ("  claims where the set matters", f"{ours['choice_matters']:.1%}", f"{ff['choice_matters']:.1%}", ""),
         ("all-NVLink multi-GPU claims", f"{ours['nvlink_share']:.1%}", f"{ff['nvlink_share']:.1%}",
          ratio(ours["nvlink_share"], ff["nvlink_share"])),
         ("one-NUMA-node multi-GPU claims", f"{ours['numa_share']:.1%}", f"{ff['numa_share']:.1%}",
@@ -249,13 +264,18 @@ def quality(nodes: int, fill: float, seed: int) -> None:
     print(f"(simulate: topology {t1 - t0:.1f}s, first-fit {t2 - t1:.1f}s)")
 
 
-def gangs(seed: int) -> None:
+def gangs(seed: int, busy_share: float = 0.4) -> None:
+    """40 gangs of 6 eight-GPU pods on 400 DGX H100 in racks of 8, ``busy_share`` of the nodes with one GPU in use.
+
+    Printed with the best possible: a member needs a whole free node, so a rack hosts ``free nodes // 6`` gangs
+    and no placement can put more than the sum of that over the racks inside one rack."""
     from bench.bench_gang import workload as gang_workload
-    from scheduler.fleet import RACK_LABEL, scale_fleet
+    from bench.fleet import RACK_LABEL, scale_fleet
 
     rnd = random.Random(seed)
     objs = scale_fleet(400)
-    for i in rnd.sample(range(400), 160):
+    busy = set(rnd.sample(range(400), round(400 * busy_share)))
+    for i in sorted(busy):
         node = f"dgx-h100-{i:05d}"
         objs.append({
             "apiVersion": "resource.k8s.io/v1",
@@ -265,6 +285,13 @@ def gangs(seed: int) -> None:
             "status": {"allocation": {"devices": {"results": [
                 {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}]}}},
         })
+    node_rack = {o["metadata"]["name"]: o["metadata"]["labels"][RACK_LABEL] for o in objs if o["kind"] == "Node"}
+    free_per_rack: dict[str, int] = {}
+    for i in range(400):
+        if i not in busy:
+            r = node_rack[f"dgx-h100-{i:05d}"]
+            free_per_rack[r] = free_per_rack.get(r, 0) + 1
+    best = min(40, sum(v // 6 for v in free_per_rack.values()))
     objs += gang_workload(40, 6, 8)
     out: dict[str, tuple[int, int, int]] = {}
     for name, cfg in (("topology", default_config()), ("first-fit", load_config_text(FIRST_FIT))):
@@ -278,15 +305,16 @@ def gangs(seed: int) -> None:
                 groups.setdefault(g, set()).add(rack[o["spec"]["nodeName"]])
         out[name] = (len(groups), sum(1 for v in groups.values() if len(v) == 1), sum(len(v) for v in groups.values()))
     (n1, one1, span1), (n2, one2, span2) = out["topology"], out["first-fit"]
-    print(f"gangs (40 x 6 pods x 8 GPUs, 400 nodes, 40% with a GPU in use): groups inside one rack: topology "
-          f"{one1}/{n1}, first-fit {one2}/{n2} ({ratio(one1, one2)}); racks spanned {span1} vs {span2}")
+    print(f"gangs (40 x 6 pods x 8 GPUs, 400 nodes, {busy_share:.0%} with a GPU in use): groups inside one rack: "
+          f"topology {one1}/{n1}, first-fit {one2}/{n2} ({ratio(one1, one2)}), best possible {best}/40 "
+          f"(racks with >= 6 whole free nodes, counted per rack); racks spanned {span1} vs {span2}")
 
 
 def core(nodes: int, small: int, large: int, rounds: int) -> None:
     """Core throughput, topology off and on, alternating: wall-clock pods/s of the scheduling phase and pods per
     CPU-second of the whole simulate (less sensitive to other load on the machine)."""
     from bench.bench_simulate import workload as core_workload
-    from scheduler.fleet import scale_fleet
+    from bench.fleet import scale_fleet
 
     objs = scale_fleet(nodes) + core_workload(small, large)
     wall: dict[str, list[float]] = {"off": [], "on": []}
@@ -315,7 +343,8 @@ def main() -> None:
     args = ap.parse_args()
     configure_logging(verbose=False)
     quality(args.nodes, args.fill, args.seed)
-    gangs(args.seed)
+    gangs(args.seed, 0.4)
+    gangs(args.seed, 0.1)
     if args.core:
         core(1000, 6000, 500, args.rounds)
 

@@ -191,13 +191,16 @@ class KubeScheduler:
     scheduler_name: str = "default-scheduler"
 
 
-def kube_scheduler_up(run_dir: str | os.PathLike[str] | None = None, log_v: int | None = None) -> KubeScheduler:
+def kube_scheduler_up(
+    run_dir: str | os.PathLike[str] | None = None, log_v: int | None = None, env: Mapping[str, str] | None = None
+) -> KubeScheduler:
     """Start upstream kube-scheduler (if not running) and wait until /readyz answers ok. ``log_v``: its klog
-    verbosity (10 logs every plugin's score for every node)."""
+    verbosity (10 logs every plugin's score for every node). ``env`` adds variables for cluster.sh, e.g.
+    ``{"E2E_KUBE_SCHEDULER_QPS": "200", "E2E_KUBE_SCHEDULER_BURST": "400"}`` (its clientConnection)."""
     rd = _run_dir(run_dir)
     with _locked(Path(f"{rd}.lock")):
-        _cluster_sh(rd, "kube-scheduler-up", env={"E2E_LOG_V": str(log_v)} if log_v is not None else None,
-                    timeout=180)
+        _cluster_sh(rd, "kube-scheduler-up",
+                    env={**(env or {}), **({"E2E_LOG_V": str(log_v)} if log_v is not None else {})}, timeout=180)
     e = _parse_env_file(Path(rd) / "cluster.env")
     return KubeScheduler(
         url=f"https://127.0.0.1:{e['SCHEDULER_PORT']}",
@@ -215,9 +218,11 @@ def kube_scheduler_down(run_dir: str | os.PathLike[str] | None = None) -> None:
 
 
 @contextlib.contextmanager
-def kube_scheduler(run_dir: str | os.PathLike[str] | None = None, log_v: int | None = None) -> Iterator[KubeScheduler]:
+def kube_scheduler(
+    run_dir: str | os.PathLike[str] | None = None, log_v: int | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[KubeScheduler]:
     """``with kube_scheduler(rd) as ks:`` upstream kube-scheduler runs inside the block only."""
-    ks = kube_scheduler_up(run_dir, log_v)
+    ks = kube_scheduler_up(run_dir, log_v, env)
     try:
         yield ks
     finally:
@@ -225,16 +230,21 @@ def kube_scheduler(run_dir: str | os.PathLike[str] | None = None, log_v: int | N
 
 
 def restart_apiserver(
-    run_dir: str | os.PathLike[str] | None = None, down_seconds: float = 0.0, grace_seconds: int = 5
+    run_dir: str | os.PathLike[str] | None = None,
+    down_seconds: float = 0.0,
+    grace_seconds: int = 5,
+    env: Mapping[str, str] | None = None,
 ) -> ClusterInfo:
     """Stop kube-apiserver, keep it down ``down_seconds``, start it again and wait for /readyz.
 
     It gets SIGTERM and, after ``grace_seconds``, SIGKILL (0: killed at once, like a crash). etcd keeps
-    the data, so every object survives; clients' watches break and must re-list.
+    the data, so every object survives; clients' watches break and must re-list. ``env`` adds variables for
+    cluster.sh (read when kube-apiserver starts again, e.g. ``{"E2E_AUDIT_LOG": "0"}``).
     """
     rd = _run_dir(run_dir)
     with _locked(Path(f"{rd}.lock")):
-        _cluster_sh(rd, "restart-apiserver", f"{down_seconds:g}", str(int(grace_seconds)), timeout=300 + down_seconds)
+        _cluster_sh(rd, "restart-apiserver", f"{down_seconds:g}", str(int(grace_seconds)), env=env,
+                    timeout=300 + down_seconds)
     return info(rd)
 
 

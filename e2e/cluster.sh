@@ -28,6 +28,12 @@
 #   E2E_FEATURE_GATES_EXTRA / E2E_RUNTIME_CONFIG_EXTRA   appended to the pinned ones in versions.env
 #   E2E_NO_QPS_LIMITS=1   kube-apiserver without inflight limits / priority-and-fairness (benchmarks)
 #   E2E_LOG_V      klog verbosity of the kube components (default 1)
+#   E2E_AUDIT_LOG=1       kube-apiserver writes an audit log to <run dir>/audit.log (policy
+#                  <run dir>/audit-policy.yaml: level Metadata for create/update/patch/delete/deletecollection,
+#                  nothing else; stage RequestReceived omitted; blocking mode; no rotation below 4 GiB).
+#                  Read at each kube-apiserver start (e.g. restart-apiserver with E2E_AUDIT_LOG=0 turns it off)
+#   E2E_KUBE_SCHEDULER_QPS / E2E_KUBE_SCHEDULER_BURST   kube-scheduler's clientConnection qps / burst
+#                  (default 5000 / 5000), written to kube-scheduler.yaml at each kube-scheduler start
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -237,10 +243,24 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: $RUN/kube-scheduler.kubeconfig
-  qps: 5000
-  burst: 5000
+  qps: ${E2E_KUBE_SCHEDULER_QPS:-5000}
+  burst: ${E2E_KUBE_SCHEDULER_BURST:-5000}
 leaderElection:
   leaderElect: false
+EOF
+}
+
+# The audit policy of E2E_AUDIT_LOG=1 (rules are matched in order; the first match decides): every write at
+# level Metadata (who, what, when, response code; no bodies), nothing else.
+write_audit_policy() {
+  cat > "$RUN/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
 EOF
 }
 
@@ -288,6 +308,8 @@ cmdline_of() {
       local extra=""
       [ "${E2E_NO_QPS_LIMITS:-0}" = 1 ] &&
         extra="--max-requests-inflight=0 --max-mutating-requests-inflight=0 --enable-priority-and-fairness=false"
+      [ "${E2E_AUDIT_LOG:-0}" = 1 ] &&
+        extra+=" --audit-policy-file=$RUN/audit-policy.yaml --audit-log-path=$RUN/audit.log --audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=4096"
       echo "$E2E_BIN_DIR/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
       --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
       --tls-cert-file="$RUN/pki/apiserver.crt" --tls-private-key-file="$RUN/pki/apiserver.key" \
@@ -357,6 +379,7 @@ start_component() {  # start_component NAME [TIMEOUT_SECONDS]
     probe "$c" && { log "$c already running (pid $pid)"; return 0; }
   fi
   if [ "$c" = kube-scheduler ]; then pick_scheduler_port; write_kube_scheduler_config; fi
+  if [ "$c" = kube-apiserver ] && [ "${E2E_AUDIT_LOG:-0}" = 1 ]; then write_audit_policy; fi
   local -a cmd
   read -r -a cmd <<< "$(cmdline_of "$c")"
   [ -x "${cmd[0]}" ] || die "missing binary ${cmd[0]} -- run e2e/build.sh"

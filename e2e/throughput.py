@@ -1,27 +1,49 @@
-"""Live scheduling throughput: 1,000 single-GPU template-claim pods on 200 fake 8-GPU nodes.
+"""Live throughput, side by side with kube-scheduler 1.37.2 (issue #16, item 5): ``make throughput``.
 
-    python -m e2e.throughput [--pods 1000] [--nodes 200] [--qps 200 --burst 400] [--create-workers 16]
+    python -m e2e.throughput [--rounds 2] [--plan api:precreated,cpu:precreated,cpu:running]
+                             [--audit-check cpu:precreated|none] [--pods 1000] [--nodes 200] [--keep]
 
-A fresh control plane in its own run dir (free ports), a fleet of DGX H100 nodes (kwok) with the NVIDIA
-driver's ResourceSlices, ``dra-scheduler run --qps Q --burst B`` as a subprocess; then every pod is created
-at once (a thread pool, no client-side limit) and a pod watch started before the first create records when
-each pod is first seen bound. The figure is pods/s from the first create to the last bind, plus a histogram
-of binds per 1 s bucket. Each pod needs: its claim created by kube-controller-manager from the template
-(client QPS 500/burst 1000 in e2e/cluster.sh), then the scheduler's writes (claim finalizer, claim status,
-Binding, Event). Afterwards the result is checked: every pod bound, no device allocated twice.
+One local control plane (own run dir, free ports) with the API server's audit log on (``E2E_AUDIT_LOG=1``),
+200 kwok nodes x 8 H100 (the NVIDIA driver's ResourceSlices), and per round 1,000 one-GPU pods whose claims
+kube-controller-manager makes from a ResourceClaimTemplate. The same pods (same names, same namespace) go
+to dra-scheduler (``schedulerName: dra-scheduler``) and to upstream kube-scheduler 1.37.2 (profile
+``default-scheduler``, the default of e2e/cluster.sh's kube-scheduler.yaml), alternating: ours, theirs,
+ours, theirs ... for ``--rounds`` rounds each, in each (regime, mode) of ``--plan``:
+
+* regimes: ``api`` = client QPS 200 / burst 400 for both (``--qps/--burst``; kube-scheduler's
+  ``clientConnection.qps/burst``), ``cpu`` = QPS 5000 / burst 10000 for both;
+* modes: ``precreated`` = pods created first and their claims made by kube-controller-manager, then the
+  scheduler started; timed from the scheduler process's start. ``running`` = the scheduler started and
+  ready, then every pod created at once (16 threads); timed from the first create.
+
+Each scheduler is a fresh process per round and is stopped after it; then the pods (grace 0), claims and
+Events are deleted and the next round waits until no claim holds a device. Every round is checked: every pod
+bound, no device allocated twice, the invariants of ``e2e.fleet.check_state``.
+
+Figures (defined in :mod:`e2e.throughput_report`): pods/s, first/median/p90 bind, writes and Events per
+pod from the audit log (dra-scheduler runs under its own client certificate, user ``dra-scheduler``, with
+kube-scheduler's RBAC path and priority level; kube-scheduler as ``system:kube-scheduler``), the scheduler
+process's CPU-seconds and pods per CPU-second, the cores used by each component and by other processes on
+this shared machine; at the end the medians per scheduler, the ratios ours/theirs, what bounds the
+created-while-running mode, and one round per scheduler without the audit log (kube-apiserver restarted
+without it) to show what the log costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import platform
 import sys
-import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from e2e import cluster
 from e2e.fleet import (
+    JSON,
     Kube,
     SchedulerProcess,
     allocated_devices,
@@ -32,118 +54,281 @@ from e2e.fleet import (
     namespace,
     wait_for,
 )
+from e2e.throughput_live import (
+    AuditTail,
+    CpuSnapshot,
+    PodWatch,
+    clean_namespace,
+    component_pids,
+    cpu_seconds,
+    scheduler_identity,
+    start_monotonic,
+)
+from e2e.throughput_report import (
+    MODE_TITLES,
+    OURS,
+    REGIME_TITLES,
+    REGIMES,
+    ROUND_HEADER,
+    THEIRS,
+    Pipeline,
+    Round,
+    audit_effect,
+    bind_stats,
+    client_rates,
+    completion_times,
+    count_writes,
+    explain_pipeline,
+    round_line,
+    running_summary,
+    summary_table,
+    writes_breakdown,
+)
 
 RUN_DIR = os.environ.get("E2E_THROUGHPUT_RUN_DIR", "/tmp/dra-scheduler-e2e-throughput")
+MODES = ("precreated", "running")
+USERS = {OURS: "dra-scheduler", THEIRS: "system:kube-scheduler"}
+SCHEDULER_NAMES = {OURS: "dra-scheduler", THEIRS: "default-scheduler"}  # the pods' spec.schedulerName
+NAMESPACE = "throughput"
+TEMPLATE = "one-gpu"
+FLEET = "tp"
+
+
+def parse_plan(text: str) -> list[tuple[str, str]]:
+    """``api:precreated,cpu:running`` -> [("api", "precreated"), ("cpu", "running")]."""
+    out: list[tuple[str, str]] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        regime, _, mode = part.partition(":")
+        if regime not in REGIMES or mode not in MODES:
+            raise argparse.ArgumentTypeError(f"{part!r}: want <{'|'.join(REGIMES)}>:<{'|'.join(MODES)}>")
+        out.append((regime, mode))
+    return out
+
+
+@dataclass
+class Bench:
+    kube: Kube
+    info: cluster.ClusterInfo
+    run_dir: str
+    kubeconfig: str  # dra-scheduler's own identity
+    audit: AuditTail | None
+    args: argparse.Namespace
+
+
+@dataclass
+class Launched:
+    pid: int
+    stop: Callable[[], object]
+    ready_at: float  # monotonic
+    ready_cpu: float  # its CPU-seconds then
+
+
+def launch(b: Bench, sched: str, qps: float, burst: int) -> Launched:
+    """Start the scheduler (a fresh process) and wait until it answers /readyz."""
+    if sched == OURS:
+        sp = SchedulerProcess(b.info, Path(b.run_dir) / "logs" / "dra-scheduler.log", "--qps", f"{qps:g}",
+                              "--burst", str(burst), kubeconfig=b.kubeconfig)
+        sp.start(timeout=180)
+        ready_at = time.monotonic()
+        assert sp.proc is not None
+        return Launched(sp.proc.pid, sp.stop, ready_at, cpu_seconds(sp.proc.pid))
+    cluster.kube_scheduler_up(b.run_dir, env={"E2E_KUBE_SCHEDULER_QPS": f"{qps:g}",
+                                              "E2E_KUBE_SCHEDULER_BURST": str(burst)})
+    ready_at = time.monotonic()
+    pid = component_pids(b.run_dir)["kube-scheduler"]
+    return Launched(pid, lambda: cluster.kube_scheduler_down(b.run_dir), ready_at, cpu_seconds(pid))
+
+
+def workload(sched: str, n: int) -> list[JSON]:
+    pods = []
+    for i in range(n):
+        p = gpu_pod(NAMESPACE, f"tp-{i:04d}", template=TEMPLATE, fleet=FLEET)
+        p["spec"]["schedulerName"] = SCHEDULER_NAMES[sched]
+        pods.append(p)
+    return pods
+
+
+def claims_ready(kube: Kube, n: int) -> bool:
+    """kube-controller-manager made every pod's claim and wrote it into the pod's status."""
+    if len(kube.list("ResourceClaim", NAMESPACE)) < n:
+        return False
+    pods = kube.list("Pod", NAMESPACE)
+    return len(pods) == n and all((p.get("status") or {}).get("resourceClaimStatuses") for p in pods)
+
+
+def run_round(b: Bench, sched: str, regime: str, mode: str, index: int) -> Round:
+    args = b.args
+    qps, burst = REGIMES[regime]
+    n = args.pods
+    pods = workload(sched, n)
+    pids = {k: v for k, v in component_pids(b.run_dir).items() if k != "kube-scheduler"}
+    watch = PodWatch(b.kube, NAMESPACE, n).start()
+    if b.audit is not None:
+        b.audit.skip()
+    epoch_minus_mono = time.time() - time.monotonic()
+    launched: Launched | None = None
+    ready: float | None = None
+    ready_cpu: float | None = None
+    try:
+        if mode == "precreated":
+            b.kube.create_many(pods, workers=args.create_workers)
+            wait_for(lambda: claims_ready(b.kube, n), 300, "every claim made and in its pod's status", interval=0.5)
+            time.sleep(args.settle)
+            snap0 = CpuSnapshot.take(pids)
+            launched = launch(b, sched, qps, burst)
+            start, cpu0 = start_monotonic(launched.pid), 0.0
+            ready, ready_cpu = launched.ready_at - start, launched.ready_cpu
+        else:
+            launched = launch(b, sched, qps, burst)
+            time.sleep(args.settle)
+            cpu0 = cpu_seconds(launched.pid)
+            snap0 = CpuSnapshot.take({**pids, "scheduler": launched.pid})
+            start = time.monotonic()
+            b.kube.create_many(pods, workers=args.create_workers)
+        if not watch.done.wait(args.timeout):
+            raise TimeoutError(f"{sched}: only {len(watch.bound)} of {n} pods bound after {args.timeout:g}s "
+                               f"(watch errors: {watch.errors[-3:]})")
+        cpu1 = cpu_seconds(launched.pid)
+        snap1 = CpuSnapshot.take({**pids, "scheduler": launched.pid})
+    finally:
+        watch.stop()
+        if launched is not None:
+            launched.stop()
+    entries = b.audit.read() if b.audit is not None else None
+    writes = count_writes(entries, USERS[sched]) if entries is not None else None
+    r = Round(sched, regime, mode, index, bind_stats(watch.bound.values(), start), cpu1 - cpu0,
+              writes=writes, audit=b.audit is not None, cores=snap1.cores_since(snap0), window=snap1.at - snap0.at,
+              ready=ready, ready_cpu=ready_cpu)
+    if entries is not None and mode == "running":
+        def mono(ts: list[float]) -> list[float]:
+            return [t - epoch_minus_mono for t in ts]
+
+        r.pipeline = Pipeline(
+            start=start,
+            created=mono(completion_times(entries, verb="create", resource="pods", namespace=NAMESPACE)),
+            claim=mono(completion_times(entries, verb="create", resource="resourceclaims", namespace=NAMESPACE)),
+            ready=mono(completion_times(entries, verb="patch", resource="pods", subresource="status",
+                                        namespace=NAMESPACE, user_agent_contains="resource-claim-controller")),
+            bound=mono(completion_times(entries, verb="create", resource="pods", subresource="binding",
+                                        namespace=NAMESPACE, user=USERS[sched])))
+    check(b.kube, n)
+    return r
+
+
+def check(kube: Kube, n: int) -> None:
+    """Every pod bound, each with its own device, the §3.2 invariants; raises otherwise."""
+    pods, claims = kube.list("Pod", NAMESPACE), kube.list("ResourceClaim", NAMESPACE)
+    problems = check_state(pods, claims)
+    bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+    devices = [d for c in claims for d in allocated_devices(c)]
+    if bound != n:
+        problems.append(f"{bound} of {n} pods bound")
+    if len(set(devices)) != n or len(devices) != n:
+        problems.append(f"{len(devices)} devices allocated, {len(set(devices))} distinct, for {n} pods")
+    if problems:
+        raise RuntimeError("check failed:\n" + "\n".join(problems[:20]))
+
+
+def print_round(r: Round) -> None:
+    print(ROUND_HEADER)
+    print(round_line(r))
+    extra = ""
+    if r.ready is not None:
+        extra = f"ready (/readyz) at {r.ready:.2f}s, {r.ready_cpu or 0.0:.2f} CPU-s by then; "
+    cores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.cores.items(), key=lambda kv: -kv[1]))
+    print(f"  {extra}cores over {r.window:.1f}s: {cores}")
+    print(f"  {writes_breakdown(r)}")
+    print(f"  {client_rates(r)}")
+    if r.pipeline is not None:
+        print("\n".join(explain_pipeline(r.pipeline)))
+    sys.stdout.flush()
+
+
+def rounds_of(b: Bench, regime: str, mode: str, rounds: int, audit: bool, results: list[Round]) -> None:
+    for i in range(1, rounds + 1):
+        for sched in (OURS, THEIRS):
+            label = f"{sched} {regime}/{mode} #{i}" + ("" if audit else " (no audit log)")
+            print(f"\n--- {label}: {REGIME_TITLES[regime]}; {MODE_TITLES[mode]}", flush=True)
+            r = run_round(b, sched, regime, mode, i)
+            results.append(r)
+            print_round(r)
+            took = clean_namespace(b.kube, NAMESPACE)
+            print(f"  checked: {r.pods} pods bound, {r.pods} distinct devices; cleaned up in {took:.1f}s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.throughput", description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2, help="rounds per scheduler in each (regime, mode)")
+    ap.add_argument("--plan", type=parse_plan, default=parse_plan("api:precreated,cpu:precreated,cpu:running"),
+                    help="(regime, mode) pairs in order: api|cpu : precreated|running")
+    ap.add_argument("--audit-check", default="cpu:precreated",
+                    help="after the main rounds, restart kube-apiserver without the audit log and run one round "
+                         "per scheduler in this (regime, mode); 'none' skips it")
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--qps", type=float, default=200.0, help="dra-scheduler --qps (its default: 200)")
-    ap.add_argument("--burst", type=int, default=400, help="dra-scheduler --burst (its default: 400)")
     ap.add_argument("--create-workers", type=int, default=16, help="threads creating the pods")
+    ap.add_argument("--settle", type=float, default=2.0,
+                    help="seconds of quiet before the measured part (claims made / scheduler ready)")
     ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--precreate", action="store_true",
-                    help="create the pods (and wait for their claims) before starting the scheduler, and time from "
-                         "the scheduler's start instead: the scheduler alone, without the create rate")
+    ap.add_argument("--run-dir", default=RUN_DIR)
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = ap.parse_args(argv)
+    audit_check = None if args.audit_check == "none" else parse_plan(args.audit_check)[0]
+    if args.pods > args.nodes * args.gpus_per_node:
+        ap.error("more pods than GPUs")
 
+    rd = args.run_dir
     t0 = time.monotonic()
-    cluster.stop(RUN_DIR)
-    info = cluster.start(RUN_DIR, env={"E2E_PORTS": "auto"})
-    print(f"control plane up in {time.monotonic() - t0:.1f}s ({info.server}, Kubernetes {info.k8s_version})")
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} on {platform.node()} ({os.cpu_count()} CPUs, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}); run dir {rd}")
+    cluster.stop(rd)
+    info = cluster.start(rd, env={"E2E_PORTS": "auto", "E2E_AUDIT_LOG": "1"})
+    print(f"control plane up in {time.monotonic() - t0:.1f}s ({info.server}, Kubernetes {info.k8s_version}, "
+          f"audit log {rd}/audit.log)")
     kube = Kube.from_info(info)
-    sched: SchedulerProcess | None = None
+    results: list[Round] = []
     try:
         t = time.monotonic()
-        fleet = create_scale_fleet(kube, "tp", args.nodes, args.gpus_per_node, workers=16)
+        fleet = create_scale_fleet(kube, FLEET, args.nodes, args.gpus_per_node, workers=16)
         print(f"fleet: {len(fleet.nodes)} nodes x {args.gpus_per_node} GPUs = {fleet.device_count()} devices, "
               f"{len(fleet.slices)} ResourceSlices, created in {time.monotonic() - t:.1f}s")
         wait_for(lambda: sum(1 for n in kube.list("Node") if any(
             c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])) ==
             args.nodes, 120, "every node Ready (kwok)", interval=0.5)
-        ns = "throughput"
-        kube.create(namespace(ns))
-        kube.create(claim_template(ns, "one-gpu"))
-        sched = SchedulerProcess(info, Path(RUN_DIR) / "logs" / "dra-scheduler.log", "--qps", str(args.qps),
-                                 "--burst", str(args.burst))
-        if not args.precreate:
-            sched.start()
-            print(f"dra-scheduler ready (--qps {args.qps:g} --burst {args.burst}); log {sched.log_path}")
+        kube.create(namespace(NAMESPACE))
+        kube.create(claim_template(NAMESPACE, TEMPLATE))
+        kubeconfig = scheduler_identity(kube, rd, info.server, USERS[OURS])
+        b = Bench(kube, info, rd, kubeconfig, AuditTail(Path(rd) / "audit.log"), args)
+        for regime, mode in args.plan:
+            rounds_of(b, regime, mode, args.rounds, True, results)
+        if audit_check is not None:
+            print("\n--- kube-apiserver restarted without the audit log", flush=True)
+            cluster.restart_apiserver(rd, env={"E2E_AUDIT_LOG": "0"})
+            b.audit = None
+            wait_for(lambda: cluster.status(rd)[0], 120, "every component ready again")
+            rounds_of(b, *audit_check, 1, False, results)
 
-        rv = kube.request("GET", f"/api/v1/namespaces/{ns}/pods")["metadata"]["resourceVersion"]
-        bound_at: dict[str, float] = {}
-        done = threading.Event()
-        errors: list[str] = []
-
-        def watch() -> None:
-            nonlocal rv
-            while not done.is_set():
-                try:
-                    for ev in kube.watch("Pod", ns, resource_version=rv, timeout=args.timeout):
-                        obj = ev.get("object") or {}
-                        rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                        if ev.get("type") in ("ADDED", "MODIFIED") and obj.get("spec", {}).get("nodeName"):
-                            bound_at.setdefault(obj["metadata"]["name"], time.monotonic())
-                            if len(bound_at) >= args.pods:
-                                done.set()
-                                return
-                except Exception as e:
-                    errors.append(repr(e))
-                    time.sleep(0.2)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        time.sleep(0.5)  # the watch is established
-        pods = [gpu_pod(ns, f"tp-{i:04d}", template="one-gpu", fleet="tp") for i in range(args.pods)]
-        first_create = time.monotonic()
-        kube.create_many(pods, workers=args.create_workers)
-        create_seconds = time.monotonic() - first_create
-        start_label = "first create"
-        if args.precreate:
-            wait_for(lambda: len(kube.list("ResourceClaim", ns)) == args.pods, 120, "every template claim created")
-            first_create = time.monotonic()
-            sched.start()
-            start_label = "scheduler start"
-            print(f"pods and claims created first; dra-scheduler started (--qps {args.qps:g} --burst {args.burst}) "
-                  f"and ready in {time.monotonic() - first_create:.1f}s")
-        if not done.wait(args.timeout):
-            raise TimeoutError(f"only {len(bound_at)} of {args.pods} pods bound after {args.timeout:g}s "
-                               f"(watch errors: {errors[-3:]})")
-        last_bind = max(bound_at.values())
-        span = last_bind - first_create
-        print(f"\ncreated {args.pods} pods in {create_seconds:.1f}s ({args.create_workers} threads, "
-              f"no client-side limit)")
-        print(f"{start_label} -> last bind: {span:.1f}s = {args.pods / span:.1f} pods/s "
-              f"(dra-scheduler --qps {args.qps:g} --burst {args.burst})")
-        buckets: dict[int, int] = {}
-        for ts in bound_at.values():
-            b = int(ts - first_create)
-            buckets[b] = buckets.get(b, 0) + 1
-        print(f"binds per 1 s bucket (s since {start_label}: binds):")
-        print("  " + "  ".join(f"{b}:{buckets.get(b, 0)}" for b in range(int(span) + 1)))
-        busy = [n for n in buckets.values() if n]
-        print(f"  peak {max(busy)} pods/s, median non-empty bucket {sorted(busy)[len(busy) // 2]} pods/s")
-
-        all_pods, claims = kube.list("Pod", ns), kube.list("ResourceClaim", ns)
-        problems = check_state(all_pods, claims)
-        devices = [d for c in claims for d in allocated_devices(c)]
-        print(f"check: {sum(1 for p in all_pods if p['spec'].get('nodeName'))} pods bound, {len(devices)} devices "
-              f"allocated, {len(set(devices))} distinct, {len(problems)} problems")
-        for m in ("scheduler_schedule_attempts_total", "scheduler_pod_scheduling_attempts_count"):
-            print(f"{m} {sched.metric(m):.0f}")
-        if problems or len(set(devices)) != args.pods:
-            print("\n".join(problems[:20]), file=sys.stderr)
-            return 1
+        print("\n=== every round (times in seconds after start; machine/others: cores in use)")
+        print(ROUND_HEADER)
+        for r in results:
+            print(round_line(r))
+        print("\n=== medians per scheduler and ratios ours/theirs")
+        print(summary_table(results))
+        lines = running_summary(results)
+        if lines:
+            print("\n=== what bounds the created-while-running mode")
+            print("\n".join(lines))
+        lines = audit_effect(results)
+        if lines:
+            print("\n=== the audit log's cost (rounds without it vs the audited rounds)")
+            print("\n".join(lines))
+        print(f"\ntotal {time.monotonic() - t0:.0f}s")
         return 0
     finally:
-        if sched is not None:
-            sched.stop()
         if not args.keep:
-            cluster.stop(RUN_DIR)
+            with contextlib.suppress(cluster.ClusterError):
+                cluster.stop(rd)
 
 
 if __name__ == "__main__":

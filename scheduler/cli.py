@@ -9,14 +9,17 @@ reachable, lease lost), 2 usage error, 3 ``simulate --fail-on-pending`` with pod
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from scheduler.framework.registry import RegistryError
+from scheduler.goduration import parse_go_duration
 from scheduler.logging import FORMATS, LEVELS, configure_logging
 
 if TYPE_CHECKING:
-    from scheduler.run import RunOptions
+    from scheduler.run import RunOptions, SchedulerApp
 
 KUBERNETES_VERSION = "v1.37.2"  # the kube-scheduler / API version whose semantics this scheduler follows
 PACKAGE = "dra-scheduler"
@@ -51,8 +54,6 @@ def version_text() -> str:
 
 def go_duration(text: str) -> float:
     """argparse type: a Go duration (``15s``, ``1m30s``, ``500ms``; pflag's DurationVar), in seconds."""
-    from plugins.dra.plugin import parse_go_duration
-
     try:
         seconds = parse_go_duration(text)
     except ValueError as e:
@@ -195,7 +196,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        code = _command(parser, args)
+    except RegistryError as e:  # no plugin registry installed (scheduler/framework/registry.py)
+        print(f"dra-scheduler: {e}", file=sys.stderr)
+        return 2
+    if argv is None and args.command == "simulate":
+        # The process's own run (not a caller's): a simulation leaves millions of objects, and freeing them one
+        # by one at exit takes seconds (1.5 s for 1,000 nodes and 6,500 pods). The output is written: leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "check-config":
         from scheduler.checkconfig import check_config
 
@@ -283,13 +298,52 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import asyncio
 
     app = SchedulerApp(opts)
+    tune_gc()
     try:
-        code = asyncio.run(app.run())
+        code = asyncio.run(serve(app))
     except KeyboardInterrupt:
         return 130
     if app.fatal:
         print(f"dra-scheduler run: {app.fatal}", file=sys.stderr)
     return code
+
+
+# The cyclic garbage collector's thresholds for ``run`` (CPython's defaults: 700, 10, 10). A live scheduler holds
+# millions of container objects (the informers' raw objects, the typed cache) and allocates and frees many more
+# per pod (watch events, cycle state, requests); with the defaults the collector ran a young collection every
+# 700 net allocations and a full pass over the whole heap every few seconds: a third of the process's CPU for
+# 1,000 pods on 200 nodes. Almost nothing the scheduler allocates forms reference cycles (refcounting frees
+# it), so a young collection every 50,000 allocations loses nothing and costs a fraction.
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
+def tune_gc() -> None:
+    """Set :data:`GC_THRESHOLDS` and move everything allocated so far (the imported modules, the plugin
+    registry) out of the collector's reach: it lives as long as the process."""
+    import gc
+
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.freeze()
+
+
+async def serve(app: SchedulerApp) -> int:
+    """``app.run()``, and once its informers have applied their first
+    lists, ``gc.freeze()``: the objects of the initial lists (the cache, the informers' stores) stay for the
+    process's life, and the collector's full passes then skip them instead of walking the whole cluster's
+    state each time."""
+    import asyncio
+    import gc
+
+    async def freeze_when_synced() -> None:
+        await app.started.wait()
+        await app.informers.wait_synced()
+        gc.freeze()
+
+    task = asyncio.create_task(freeze_when_synced(), name="gc-freeze")
+    try:
+        return int(await app.run())
+    finally:
+        task.cancel()
 
 
 if __name__ == "__main__":

@@ -13,12 +13,14 @@ object itself and must treat it as read-only; callers of the API methods get the
 from __future__ import annotations
 
 import copy
+import marshal
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.api import Conflict, Invalid, NotFound, Obj
 
+_T = TypeVar("_T")
 Watcher = Callable[[str, str, Obj], None]  # (kind, ADDED|MODIFIED|DELETED, object)
 UID_NAMESPACE = uuid.UUID("0d6c1f7a-2a3e-4c55-8a0f-6f2f3e1b9c11")
 CLUSTER_SCOPED = {
@@ -36,6 +38,16 @@ CLUSTER_SCOPED = {
 STATUS_KINDS = {"Pod", "ResourceClaim", "PodGroup", "Node", "PersistentVolume", "PersistentVolumeClaim"}
 
 
+def _copy(obj: _T) -> _T:
+    """A deep copy of JSON data: marshal's C round trip (about 4x ``copy.deepcopy``), else ``copy.deepcopy``
+    for values marshal does not know."""
+    try:
+        out: _T = marshal.loads(marshal.dumps(obj))  # type: ignore[arg-type]
+        return out
+    except ValueError:
+        return copy.deepcopy(obj)
+
+
 def _key(kind: str, namespace: str, name: str) -> tuple[str, str, str]:
     return (kind, "" if kind in CLUSTER_SCOPED else namespace, name)
 
@@ -43,7 +55,7 @@ def _key(kind: str, namespace: str, name: str) -> tuple[str, str, str]:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return _copy(patch)
     out = dict(target) if isinstance(target, Mapping) else {}
     for k, v in patch.items():
         if v is None:
@@ -86,7 +98,7 @@ class InMemoryAPI:
     def load(self, kind: str, obj: Obj, owned: bool = False) -> Obj:
         """Create without failure injection (initial objects). ``owned``: the caller hands ``obj`` over
         and will not touch it again, so it is stored without a copy."""
-        return copy.deepcopy(self._load(kind, obj if owned else copy.deepcopy(obj)))
+        return _copy(self._load(kind, obj if owned else _copy(obj)))
 
     def load_shared(self, kind: str, obj: Obj) -> None:
         """Create from an object whose caller will not modify it again: only its metadata is copied."""
@@ -109,11 +121,11 @@ class InMemoryAPI:
         return self._store(kind, obj, "ADDED")
 
     def list(self, kind: str) -> Iterable[Obj]:
-        return [copy.deepcopy(o) for o in self.stored(kind)]
+        return [_copy(o) for o in self.stored(kind)]
 
     def stored(self, kind: str) -> Sequence[Obj]:
         """The stored objects themselves, sorted by namespace/name: read-only."""
-        return [o for (k, _, _), o in sorted(self.objects.items()) if k == kind]
+        return [o for _, o in sorted((key, o) for key, o in self.objects.items() if key[0] == kind)]
 
     # --- ClusterAPI -------------------------------------------------------------------------------
 
@@ -121,11 +133,11 @@ class InMemoryAPI:
         obj = self.objects.get(_key(kind, namespace, name))
         if obj is None:
             raise NotFound(f'{kind.lower()} "{name}" not found')
-        return copy.deepcopy(obj)
+        return _copy(obj)
 
     async def create(self, kind: str, obj: Obj) -> Obj:
         self._maybe_fail("create", kind)
-        obj = copy.deepcopy(obj)
+        obj = _copy(obj)
         m = obj.setdefault("metadata", {})
         if not m.get("name") and m.get("generateName"):
             # deterministic: generateName + a suffix derived from the object count
@@ -137,7 +149,7 @@ class InMemoryAPI:
                     m["name"] = cand
                     break
                 n += 1
-        return copy.deepcopy(self._load(kind, obj))
+        return _copy(self._load(kind, obj))
 
     async def update(self, kind: str, obj: Obj, subresource: str = "") -> Obj:
         self._maybe_fail(f"update{'/' + subresource if subresource else ''}", kind)
@@ -154,16 +166,16 @@ class InMemoryAPI:
             raise Conflict(f'{kind.lower()} "{m.get("name")}": UID precondition failed')
         # Stored objects are never mutated, so the new version may share untouched parts with the old one.
         if subresource == "status":
-            new = {**cur, "metadata": dict(cur["metadata"]), "status": copy.deepcopy(obj.get("status") or {})}
+            new = {**cur, "metadata": dict(cur["metadata"]), "status": _copy(obj.get("status") or {})}
         else:
-            new = copy.deepcopy(obj)
+            new = _copy(obj)
             new["status"] = cur.get("status") or {}
             new["metadata"]["uid"] = cur["metadata"]["uid"]
             if new.get("spec") != cur.get("spec"):
                 new["metadata"]["generation"] = cur["metadata"].get("generation", 1) + 1
         if kind == "ResourceClaim" and subresource == "status":
             self._validate_claim_status(new, cur)
-        return copy.deepcopy(self._store(kind, new, "MODIFIED"))
+        return _copy(self._store(kind, new, "MODIFIED"))
 
     def _validate_claim_status(self, new: Obj, cur: Obj) -> None:
         old_alloc = (cur.get("status") or {}).get("allocation")
@@ -193,7 +205,7 @@ class InMemoryAPI:
             new["status"] = merge_patch(cur.get("status") or {}, patch.get("status") or {})
         else:
             new = merge_patch(cur, {k: v for k, v in patch.items() if k != "status"})
-        return copy.deepcopy(self._store(kind, new, "MODIFIED"))
+        return _copy(self._store(kind, new, "MODIFIED"))
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         key = _key(kind, namespace, name)

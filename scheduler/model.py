@@ -10,15 +10,16 @@ Conversion problems raise :class:`ModelError` with the field path of the offendi
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plugins.dra.quantity import Quantity, QuantityError, parse_quantity
-from plugins.dra.semver import SemverError, Version
-from plugins.dra.semver import parse as parse_semver
+from scheduler.quantity import Quantity, QuantityError, parse_quantity
+from scheduler.semver import SemverError, Version
+from scheduler.semver import parse as parse_semver
 
 Raw = Mapping[str, Any]
 
@@ -50,6 +51,10 @@ def _map(obj: Raw | None, key: str) -> Raw:
     if obj is None:
         return {}
     v = obj.get(key)
+    if v.__class__ is dict:  # the common cases, without the slower ABC check
+        return v
+    if v is None:
+        return {}
     return v if isinstance(v, Mapping) else {}
 
 
@@ -1109,8 +1114,15 @@ def _lenient_quantity(name: str, value: Any) -> int | None:
     """A request value in scheduler units, or None when the API server would refuse it."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
+    return _lenient_amount(name, str(value))
+
+
+@functools.lru_cache(maxsize=16384)
+def _lenient_amount(name: str, text: str) -> int | None:
+    """``_lenient_quantity`` of a quantity's text (pods repeat the same few: "1", "2Gi"; each conversion of a
+    pod parses them again)."""
     try:
-        q = parse_quantity(str(value))
+        q = parse_quantity(text)
     except QuantityError:
         return None
     if q.sign() < 0:
@@ -1119,7 +1131,7 @@ def _lenient_quantity(name: str, value: Any) -> int | None:
 
 
 def _lenient_list(raw: Any) -> dict[str, int]:
-    if not isinstance(raw, Mapping):
+    if raw is None or not isinstance(raw, Mapping):
         return {}
     out: dict[str, int] = {}
     for k, v in raw.items():

@@ -155,11 +155,18 @@ class ImageLocality:
         self._spread = Spread(0, {}, 0)
         self._state: CycleState | None = None
         self._state_spread = self._spread
+        self._objects_key: tuple[int, int] | None = None  # (cache log, Node objects generation) of _spread
 
     def spread(self, snapshot: Snapshot) -> Spread:
         """The spread table of ``snapshot`` (rebuilt only when a Node object changed; its generation
         changes only when a count or the node total did)."""
-        if snapshot.nodes is self._nodes:
+        log = getattr(snapshot, "node_log", None)
+        if log is not None and log.source:  # a cache's snapshot: Node objects change with this generation only
+            key = (log.source, snapshot.node_objects_generation)
+            if key == self._objects_key:
+                return self._spread
+            self._objects_key = key
+        elif snapshot.nodes is self._nodes:
             return self._spread
         # Once per cycle over all nodes: C-level map/is_ (a pod placed replaces a NodeInfo, not its Node).
         objs = tuple(map(_NODE_OF, snapshot.nodes))
@@ -193,6 +200,12 @@ class ImageLocality:
         if state is self._state:  # the common case, inlined: called for every node of every cycle
             return self._state_spread.generation
         return self._cycle_spread(state).generation
+
+    def token_changes(self, state: CycleState, since: Hashable | None) -> tuple[Hashable, Any]:
+        """One token for every node (the spread's generation): all of them changed, or none
+        (scheduler/framework/batch.py)."""
+        gen = self._cycle_spread(state).generation
+        return gen, (() if since == gen else None)
 
 
 SPEC = PluginSpec(name=NAME, factory=ImageLocality, points=frozenset({"score"}), validate_args=no_args)

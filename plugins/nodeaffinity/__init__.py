@@ -22,7 +22,7 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scheduler.framework.helpers import default_normalize_score
+from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.model import (
@@ -284,6 +284,7 @@ class NodeAffinity:
             terms = self.added_preferred + pod.preferred_affinity
         return preferred_score(terms, node.node.labels, node.name)
 
+    @max_normalized()
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.ok()

@@ -235,7 +235,7 @@ class PodTopologySpread:
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         snapshot = state.snapshot
-        if not snapshot.nodes:
+        if not snapshot.node_map:  # (not .nodes: that list is built on first use, O(nodes))
             return Status.skip()
         try:
             constraints = self.constraints(snapshot, pod, SCHEDULE_ANYWAY)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scheduler.framework.helpers import default_normalize_score
+from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
 from scheduler.framework.registry import PluginSpec, no_args
 from scheduler.model import Taint, Toleration
@@ -78,6 +78,7 @@ class TaintToleration:
             tols = prefer_no_schedule_tolerations(pod.tolerations)
         return count_intolerable_prefer_no_schedule(node.node.taints, tols)
 
+    @max_normalized(reverse=True)
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return Status.ok()

@@ -12,26 +12,46 @@ with ``addGENominatedPods``: pods nominated to the node with a priority >= the p
 two passes), ``filter_node`` (the cycle's filter: with nominated pods when there are any, else through the
 reuse memo), and :class:`DryRun` (a node copy minus victims on a cloned CycleState; never the memo). The
 framework hands itself to plugins implementing ``set_handle`` (upstream ``framework.Handle``).
+
+Reuse between equal pods (pods with the same ``signature``): ``find_batched`` runs a pod cycle's Filter, PreScore,
+Score and choice over all nodes through :mod:`scheduler.framework.batch` (only the nodes that changed since an equal
+pod are filtered or scored again); ``run_filter_memo`` / ``_raw_scores`` reuse per node for the other callers (the
+nominated node, the gang cycle). ``DRA_SCHEDULER_REUSE`` = ``batch`` (default), ``memo`` or ``off`` picks how much is
+reused; the results are the same (tests/test_batching.py).
+
+The group cycle's points (scheduler/gang.py) are found once per profile by the ``*_plugins`` / ``placement_generator``
+/ ``group_member_scorer`` / ``joint_allocator`` helpers; ``run_pod_group_post_filter`` is upstream's
+``RunPodGroupPostFilterPlugins`` and ``binding_note`` asks every BindingNote plugin.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scheduler.framework.batch import BatchRunner
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
+    BindingNotePlugin,
     BindPlugin,
     Code,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
+    GroupMemberScorePlugin,
     HandleAware,
+    JointAllocationPlugin,
     NodeScore,
     NodeTokenPlugin,
     PermitPlugin,
+    PlacementGeneratePlugin,
+    PodGroupInfo,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupScheduling,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
@@ -53,7 +73,7 @@ from scheduler.framework.nominator import NOOP, Nominator, status_nominated_node
 
 if TYPE_CHECKING:
     from scheduler.api import ClusterAPI
-    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.cache import Cache, NodeInfo, Snapshot
     from scheduler.config import Profile
     from scheduler.framework.registry import PluginSpec
     from scheduler.model import Pod
@@ -152,10 +172,15 @@ class Framework:
         self._score_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, tuple[int, ...]]] = {}
         self._sig_ids: dict[Hashable, int] = {}
         self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
+        # Reuse between equal pods: "batch" (scheduler/framework/batch.py, else the per-node memo), "memo" (the
+        # per-node memo only), "off" (every plugin runs on every node it is asked about). Results are the same.
+        self.reuse = os.environ.get("DRA_SCHEDULER_REUSE", "batch")
+        self._batch_runner: BatchRunner | None = None
         self.pre_filter_extensions: list[Any] = [p for p in self.pre_filter if isinstance(p, PreFilterExtensions)]
         for inst in self.instances.values():
             if isinstance(inst, HandleAware):
                 inst.set_handle(self)
+        self._group_points: dict[str, list[Any]] = {}  # group cycle point -> its plugins (group_points())
 
     # --- helpers --------------------------------------------------------------------------------------
 
@@ -205,7 +230,7 @@ class Framework:
     # --- reuse of per-node results for pods with equal signatures -------------------------------------
 
     def signature(self, state: CycleState, pod: Pod) -> Hashable | None:
-        if not self._signable:
+        if not self._signable or self.reuse == "off":
             return None
         parts: list[Hashable] = []
         for p in self._signers:
@@ -226,6 +251,8 @@ class Framework:
                 self._sig_ids.clear()
                 self._filter_memo.clear()
                 self._score_memo.clear()
+                if self._batch_runner is not None:  # its batches are keyed by these numbers too
+                    self._batch_runner.batches.clear()
             sid = self._sig_ids[full] = len(self._sig_ids) + 1
         return sid
 
@@ -243,6 +270,25 @@ class Framework:
                 tok = tuple([p.node_token(state, node) for p in ts])
             tokens[node.name] = tok
         return tok
+
+    def find_batched(
+        self, state: CycleState, pod: Pod, sig: Hashable | None, start: int, want_for: Callable[[int], int]
+    ) -> tuple[int, tuple[str | None, Status | None, set[str]] | dict[str, Status]] | None:
+        """The cycle's Filter, PreScore, Score and choice of node over all the snapshot's nodes, from node
+        ``start`` on (upstream ``nextStartNodeIndex``), reusing what equal pods found on unchanged nodes
+        (:class:`~scheduler.framework.batch.BatchRunner`): ``(next start, outcome)``, or None when that does
+        not apply (no signature, nominated pods, a token plugin without ``token_changes``): filter node by node."""
+        if sig is None or self.reuse != "batch" or self.nominator.has_pods():
+            return None
+        snap = state.snapshot
+        if not snap.node_names or not snap.node_log.source:
+            return None
+        runner = self._batch_runner
+        if runner is None:
+            runner = self._batch_runner = BatchRunner(self)
+        if not runner.usable:
+            return None
+        return runner.find(state, pod, sig, start, want_for)
 
     def run_filter_memo(self, state: CycleState, pod: Pod, node: NodeInfo, sig: Hashable | None) -> Status:
         """``run_filter``, reusing the status of an earlier pod with the same signature on an unchanged node."""
@@ -326,6 +372,94 @@ class Framework:
             reasons.extend(st.reasons)
             rejector = rejector or p.name
         return result, self._timed("PostFilter", start, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector))
+
+    # --- the PodGroup cycle's points (scheduler/gang.py) ----------------------------------------------
+    #
+    # Found once per profile with ``isinstance`` (a runtime-checkable Protocol check is slow: never per call).
+
+    def _implementing(self, point: str, proto: Any, among: Sequence[Any] | None = None) -> list[Any]:
+        found = self._group_points.get(point)
+        if found is None:
+            pool = list(self.instances.values()) if among is None else among
+            found = self._group_points[point] = [p for p in pool if isinstance(p, proto)]
+        return found
+
+    def pod_group_post_filter_plugins(self) -> list[PodGroupPostFilterPlugin]:
+        """The plugins enabled at ``postFilter`` that implement PodGroupPostFilter, in the profile's order."""
+        return self._implementing("PodGroupPostFilter", PodGroupPostFilterPlugin, self.post_filter)
+
+    def placement_generator(self) -> PlacementGeneratePlugin | None:
+        """The first plugin of the profile that generates topology placements for groups (GpuTopology)."""
+        found: list[PlacementGeneratePlugin] = self._implementing("PlacementGenerate", PlacementGeneratePlugin)
+        return found[0] if found else None
+
+    def group_member_scorer(self) -> GroupMemberScorePlugin | None:
+        """The first plugin of the profile that scores a group member's nodes against the members placed so far."""
+        found: list[GroupMemberScorePlugin] = self._implementing("GroupMemberScore", GroupMemberScorePlugin)
+        return found[0] if found else None
+
+    def joint_allocator(self) -> JointAllocationPlugin | None:
+        """The first plugin of the profile that allocates the members on one node jointly (DynamicResources)."""
+        found: list[JointAllocationPlugin] = self._implementing("JointAllocation", JointAllocationPlugin)
+        return found[0] if found else None
+
+    def binding_note_plugins(self) -> list[BindingNotePlugin]:
+        return self._implementing("BindingNote", BindingNotePlugin)
+
+    def binding_note(self, state: CycleState, node: str) -> str:
+        """The notes of every BindingNote plugin for a pod bound to ``node``, for its Scheduled Event ("" when
+        none has anything to say)."""
+        plugins = self.binding_note_plugins()
+        if not plugins:
+            return ""
+        if len(plugins) == 1:
+            return plugins[0].binding_note(state, node)
+        return "; ".join(n for p in plugins if (n := p.binding_note(state, node)))
+
+    async def run_pod_group_post_filter(
+        self,
+        cache: Cache,
+        group: PodGroupInfo,
+        nominated: Mapping[str, str],
+        scheduling: PodGroupScheduling,
+    ) -> PodGroupPostFilterResult | None:
+        """``RunPodGroupPostFilterPlugins`` (kubernetes v1.37.2 ``framework/runtime/framework.go``): the first
+        Success, UnschedulableAndUnresolvable or retry wins; an error aborts ("error in "X" PodGroupPostFilter
+        plugins: ..."); otherwise Unschedulable with every plugin's reasons, tagged with the first plugin, and the
+        first plugin's nominations. None when no plugin implements it."""
+        plugins = self.pod_group_post_filter_plugins()
+        if not plugins:
+            return None
+        start = time.perf_counter()
+        first: PodGroupPostFilterResult | None = None
+        reasons: list[str] = []
+        for p in plugins:
+            t0 = time.perf_counter()
+            r = await p.pod_group_post_filter(cache, group, nominated, scheduling, self.scheduler_name)
+            st = r.status
+            self.metrics.observe_plugin(p.name, "PodGroupPostFilter", st.code, time.perf_counter() - t0)
+            if st.is_success or st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE or r.retry:
+                r.status = st.with_plugin(p.name)
+                self._timed("PodGroupPostFilter", start, r.status)
+                return r
+            if not st.is_rejected:
+                msg = f'error in "{p.name}" PodGroupPostFilter plugins: {st.message}'
+                r = PodGroupPostFilterResult(Status.error(msg, plugin=p.name), dict(r.nominations))
+                self._timed("PodGroupPostFilter", start, r.status)
+                return r
+            if first is None:
+                first = r
+                first.status = st.with_plugin(p.name)
+            else:
+                reasons.extend(st.reasons)
+        assert first is not None
+        if reasons:
+            st = first.status
+            first = PodGroupPostFilterResult(
+                Status(Code.UNSCHEDULABLE, (*st.reasons, *reasons), st.plugin), first.nominations
+            )
+        self._timed("PodGroupPostFilter", start, first.status)
+        return first
 
     # --- PreFilterExtensions, nominated pods, dry runs (preemption) -----------------------------------
 

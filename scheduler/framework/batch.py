@@ -1,0 +1,407 @@
+"""Reuse of work between equal pods, taken as far as it goes without changing a single result.
+
+kube-scheduler's cycle for a pod (kubernetes v1.37.2 ``pkg/scheduler/schedule_one.go``): Filter the nodes in
+turn from where the previous cycle stopped (``nextStartNodeIndex``) until ``numFeasibleNodesToFind`` fit
+(``percentageOfNodesToScore``: adaptively 50 - nodes/125 percent, at least 5% and 100 nodes), PreScore and
+Score those, normalise each plugin's scores over them, and take the best. Upstream's opportunistic batching
+(KEP-5598, ``pkg/scheduler/framework/runtime/batch.go``) keeps the sorted scores of the previous pod with the same
+signature and hands the next one the runner-up, re-filtering only the node the previous pod took; it skips the
+sampling, so a batched pod may land elsewhere than it would have alone.
+
+Here nothing changes: a pod scheduled through a :class:`Batch` gets the node it would get if every plugin ran on
+every node it looks at, in the same order (tests/test_batching.py checks this on mixed workloads). What is kept
+per signature (an interned :meth:`Framework.signature`) is every node's Filter verdict and raw scores, in node
+order; what is redone is only what changed:
+
+* **Which nodes changed.** The snapshot's log of replaced NodeInfos (``Snapshot.changed_nodes_since``) and each
+  token plugin's log of token changes (``token_changes``: DynamicResources' ledger revisions per node,
+  ImageLocality's spread generation) name the nodes whose verdict may differ; they become *unknown*. After a
+  pod is bound that is typically the one node it went to.
+* **The sample.** Known-feasible positions are a sorted list, unknown ones another; the walk from
+  ``nextStartNodeIndex`` counts feasible nodes by bisection and filters only the unknown nodes it meets, in
+  order, until it has enough: the same nodes, the same window, the same ``nextStartNodeIndex`` as a full walk.
+* **Scores.** A node's raw scores (per set of active score plugins) are recomputed only when it changed and it
+  is in a window. Plugins without NormalizeScore add a fixed per-node amount; plugins whose NormalizeScore is
+  upstream's ``DefaultNormalizeScore`` (marked with :func:`scheduler.framework.helpers.max_normalized`) depend
+  only on their raw score and the window's highest, computed at C speed over the window; any other
+  normaliser gets the window's scores as ``run_score`` would give them.
+
+A cycle thus costs the plugins' PreFilter/PreScore, the nodes that changed, and a few C-level passes over the
+window's integers, instead of a Python loop over every node looked at. Preemption's nominated pods, a PreFilter
+that restricts the nodes, a pod that cannot be signed or a token plugin without ``token_changes`` take the
+per-node path (``Framework.filter_node``), which is exact too.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from bisect import bisect_left, insort
+from collections.abc import Callable, Collection, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from scheduler.framework.helpers import max_normalization
+from scheduler.framework.interface import MAX_NODE_SCORE, Code, CycleState, NodeScore, ScoreNormalizer, Status
+
+if TYPE_CHECKING:
+    from scheduler.cache import NodeInfo
+    from scheduler.framework.runtime import Framework, WeightedScorer
+    from scheduler.model import Pod
+
+MAX_BATCHES = 32  # signatures kept (least recently used dropped): each holds a few lists as long as the nodes
+
+
+@runtime_checkable
+class NodeTokenChanges(Protocol):
+    """Optional, with NodeTokenPlugin: the nodes whose ``node_token`` may have changed since ``since`` (a mark
+    this method returned before, or None): ``(mark now, names)``, names None when not known (every node's token
+    then counts as changed). A superset is fine; leaving out a node whose token changed gives stale results."""
+
+    def token_changes(self, state: CycleState, since: Hashable | None) -> tuple[Hashable, Collection[str] | None]: ...
+
+
+# A node's verdict: None (unknown: never filtered, or changed since), else its Filter status.
+_OK = Status.ok()
+
+
+class _Scores:
+    """Raw scores of one set of active score plugins, per node position, and which positions are stale."""
+
+    __slots__ = ("active", "fast", "max_idx", "names", "raw", "reverse", "stale", "static", "static_idx", "weights")
+
+    def __init__(self, active: Sequence[WeightedScorer], n: int) -> None:
+        self.active = list(active)
+        self.names = tuple(ws.plugin.name for ws in active)
+        self.weights = [ws.weight for ws in active]
+        self.raw: list[list[int]] = [[0] * n for _ in active]
+        self.static = [0] * n  # sum of weight x raw over the plugins without NormalizeScore
+        self.stale: list[int] = list(range(n))  # positions whose raw scores are not current (sorted)
+        self.static_idx: list[int] = []
+        self.max_idx: list[int] = []
+        self.reverse: list[bool] = []
+        self.fast = True  # False: some plugin normalises otherwise, or a raw score is out of range
+        for i, ws in enumerate(active):
+            if not isinstance(ws.plugin, ScoreNormalizer):
+                self.static_idx.append(i)
+                continue
+            rev = max_normalization(ws.plugin)
+            if rev is None:
+                self.fast = False
+            else:
+                self.max_idx.append(i)
+                self.reverse.append(rev)
+
+    def mark_stale(self, p: int) -> None:
+        stale = self.stale
+        i = bisect_left(stale, p)
+        if i == len(stale) or stale[i] != p:
+            stale.insert(i, p)
+
+    def rescore(self, state: CycleState, pod: Pod, p: int, info: NodeInfo) -> None:
+        total = 0
+        for i, ws in enumerate(self.active):
+            v = ws.plugin.score(state, pod, info)
+            self.raw[i][p] = v
+        for i in self.static_idx:
+            v = self.raw[i][p]
+            if not 0 <= v <= MAX_NODE_SCORE:
+                self.fast = False  # run_score's range check must see it (and raise) exactly when it would
+            total += v * self.weights[i]
+        for i in self.max_idx:
+            if self.raw[i][p] < 0:
+                self.fast = False
+        self.static[p] = total
+
+
+class Batch:
+    """Everything reusable for one signature, by node position (the snapshot's ``node_names`` order)."""
+
+    __slots__ = (
+        "feas",
+        "infos",
+        "names",
+        "node_mark",
+        "owner",
+        "pos",
+        "scores",
+        "source",
+        "status",
+        "token_marks",
+        "unknown",
+    )
+
+    def __init__(self, names: tuple[str, ...], source: int, tokens: int) -> None:
+        n = len(names)
+        self.names = names
+        self.source = source
+        self.pos: dict[str, int] | None = None  # name -> position, built on first change
+        self.node_mark: Any = None
+        self.token_marks: list[Any] = [None] * tokens
+        self.status: list[Status | None] = [None] * n
+        self.owner: list[Pod | None] = [None] * n  # the pod whose Filter gave the status (messages name it)
+        self.infos: list[NodeInfo | None] = [None] * n
+        self.feas: list[int] = []  # positions known to fit, sorted
+        self.unknown: list[int] = list(range(n))  # positions to filter when a walk reaches them, sorted
+        self.scores: dict[tuple[str, ...], _Scores] = {}
+
+    def forget(self, names: Collection[str] | None) -> None:
+        """The verdicts of ``names`` (None: all) are no longer known."""
+        if names is None:
+            n = len(self.names)
+            self.status = [None] * n
+            self.owner = [None] * n
+            self.feas = []
+            self.unknown = list(range(n))
+            self.scores.clear()
+            return
+        if not names:
+            return
+        pos = self.pos
+        if pos is None:
+            pos = self.pos = {name: i for i, name in enumerate(self.names)}
+        status, feas, unknown = self.status, self.feas, self.unknown
+        for name in names:
+            p = pos.get(name)
+            if p is None:
+                continue
+            st = status[p]
+            for s in self.scores.values():
+                s.mark_stale(p)
+            if st is None:
+                continue
+            status[p] = None
+            if st.code == Code.SUCCESS:
+                i = bisect_left(feas, p)
+                if i < len(feas) and feas[i] == p:
+                    del feas[i]
+            insort(unknown, p)
+
+
+class BatchRunner:
+    """The batches of one framework (profile) and the walk that uses them (see the module docstring)."""
+
+    def __init__(self, fw: Framework) -> None:
+        self.fw = fw
+        self.batches: dict[Hashable, Batch] = {}
+        self.tokeners: list[NodeTokenChanges] = []
+        self.usable = True
+        for p in fw._tokeners:
+            if isinstance(p, NodeTokenChanges):
+                self.tokeners.append(p)
+            else:
+                self.usable = False
+
+    def _batch(self, state: CycleState, sig: Hashable) -> Batch:
+        snap = state.snapshot
+        names = snap.node_names
+        source = snap.node_log.source
+        b = self.batches.pop(sig, None)
+        if b is None or b.names is not names or b.source != source or not source:
+            b = Batch(names, source, len(self.tokeners))
+        self.batches[sig] = b  # most recently used last
+        if len(self.batches) > MAX_BATCHES:
+            del self.batches[next(iter(self.batches))]
+        b.node_mark, changed = snap.changed_nodes_since(b.node_mark)
+        b.forget(changed)
+        for i, p in enumerate(self.tokeners):
+            b.token_marks[i], changed = p.token_changes(state, b.token_marks[i])
+            b.forget(changed)
+        return b
+
+    def find(
+        self, state: CycleState, pod: Pod, sig: Hashable, start: int, want_for: Callable[[int], int]
+    ) -> tuple[int, tuple[str | None, Status | None, set[str]] | dict[str, Status]]:
+        """``(nextStartNodeIndex after this cycle, outcome)``; the outcome is ``(node, status, rejector plugins)``
+        as ``Scheduler._find_node`` returns it, or, when no node fits, every node's status (in the order a walk
+        met them) for the caller's PostFilter and FitError."""
+        fw = self.fw
+        t0 = time.perf_counter()
+        b = self._batch(state, sig)
+        n = len(b.names)
+        want = want_for(n)
+        offset = start % n
+        node_map = state.snapshot.node_map
+        status, owner, infos, feas, unknown = b.status, b.owner, b.infos, b.feas, b.unknown
+        run_filter = fw.run_filter
+        win: list[int] = []
+        found = 0
+        checked = n
+        evaluated = 0
+        for lo, hi in ((offset, n), (0, offset)):
+            cur = lo
+            while cur < hi and found < want:
+                iu = bisect_left(unknown, cur)
+                u = unknown[iu] if iu < len(unknown) and unknown[iu] < hi else hi
+                a = bisect_left(feas, cur)
+                z = bisect_left(feas, u, a)
+                if found + z - a >= want:
+                    take = want - found
+                    win += feas[a : a + take]
+                    found = want
+                    last = win[-1]
+                    checked = (last - offset if last >= offset else last + n - offset) + 1
+                    break
+                win += feas[a:z]
+                found += z - a
+                if u == hi:
+                    break
+                name = b.names[u]
+                info = node_map[name]
+                st = run_filter(state, pod, info)
+                evaluated += 1
+                if st.code == Code.ERROR:  # never kept: the pod goes to backoff, the node is filtered again
+                    fw.memo_stats["filter_misses"] += evaluated
+                    fw.metrics.observe_extension_point("Filter", Code.ERROR, time.perf_counter() - t0)
+                    return start, (None, st, {st.plugin})
+                del unknown[iu]
+                status[u], owner[u], infos[u] = st, pod, info
+                if st.code == Code.SUCCESS:
+                    insort(feas, u, a)
+                    win.append(u)
+                    found += 1
+                    if found == want:
+                        checked = (u - offset if u >= offset else u + n - offset) + 1
+                        break
+                cur = u + 1
+            if found >= want:
+                break
+        fw.memo_stats["filter_misses"] += evaluated
+        fw.memo_stats["filter_hits"] += checked - evaluated
+        fw.metrics.observe_extension_point("Filter", Code.SUCCESS, time.perf_counter() - t0)
+        next_start = (offset + checked) % n
+        if not win:
+            return next_start, self._statuses(state, pod, b, offset)
+        if len(win) == 1:
+            return next_start, (b.names[win[0]], None, set())
+        get = operator.itemgetter(*win)
+        nodes: list[NodeInfo] = list(get(infos))
+        st = fw.run_pre_score(state, pod, nodes)
+        if not st.is_success:
+            return next_start, (None, st, {st.plugin})
+        best = self._best(state, pod, b, win, get, nodes, offset, checked)
+        return next_start, (b.names[best], None, set())
+
+    def _statuses(self, state: CycleState, pod: Pod, b: Batch, offset: int) -> dict[str, Status]:
+        """Every node's status in walk order; those another pod's Filter gave are noted for ``own_rejections``."""
+        from scheduler.framework.runtime import REUSED_REJECTIONS
+
+        n = len(b.names)
+        out: dict[str, Status] = {}
+        reused: set[str] = set()
+        for p in (*range(offset, n), *range(offset)):
+            st = b.status[p]
+            if st is None or st.code == Code.SUCCESS:
+                continue
+            name = b.names[p]
+            out[name] = st
+            if b.owner[p] is not pod:
+                reused.add(name)
+        if reused:
+            state.write(REUSED_REJECTIONS, reused)
+        return out
+
+    def _best(
+        self,
+        state: CycleState,
+        pod: Pod,
+        b: Batch,
+        win: list[int],
+        get: Callable[[Sequence[Any]], Any],
+        nodes: list[NodeInfo],
+        offset: int,
+        checked: int,
+    ) -> int:
+        """The position of the best node of the window (the first in walk order among equals), as ``run_score``
+        and ``max`` over it would choose."""
+        fw = self.fw
+        t0 = time.perf_counter()
+        skip = state.skip_score
+        active = [ws for ws in fw.scorers if ws.plugin.name not in skip]
+        key = tuple(ws.plugin.name for ws in active)
+        sc = b.scores.get(key)
+        if sc is None:
+            sc = b.scores[key] = _Scores(active, len(b.names))
+        # (re)score the stale positions of the walked range [offset, offset + checked) that are in the window
+        n = len(b.names)
+        end = offset + checked
+        status, infos = b.status, b.infos
+        rescored = 0
+        for lo, hi in ((offset, min(end, n)), (0, end - n)):
+            if hi <= lo:
+                continue
+            stale = sc.stale
+            a = bisect_left(stale, lo)
+            z = bisect_left(stale, hi, a)
+            if a == z:
+                continue
+            for p in stale[a:z]:
+                st = status[p]
+                if st is not None and st.code == Code.SUCCESS:
+                    info = infos[p]
+                    assert info is not None
+                    sc.rescore(state, pod, p, info)
+                    rescored += 1
+            del stale[a:z]
+        k = len(active)
+        fw.memo_stats["score_misses"] += rescored * k
+        fw.memo_stats["score_hits"] += (len(win) - rescored) * k
+        if not sc.fast:
+            return self._best_generic(state, pod, b, sc, win, get, t0)
+        totals: list[int] = list(get(sc.static))
+        add = operator.add
+        for j, i in enumerate(sc.max_idx):
+            row = get(sc.raw[i])
+            m = max(row)
+            if m <= 0:
+                continue  # every node of the window gets the same (0, or MAX_NODE_SCORE reversed)
+            w, rev = sc.weights[i], sc.reverse[j]
+            table = {
+                v: w * (MAX_NODE_SCORE - MAX_NODE_SCORE * v // m if rev else MAX_NODE_SCORE * v // m) for v in set(row)
+            }
+            totals = list(map(add, totals, map(table.__getitem__, row)))
+        for ws in active:
+            fw.metrics.observe_plugin(ws.plugin.name, "Score", Code.SUCCESS, 0.0)
+        fw._timed("Score", t0, _OK)
+        best = max(totals)
+        return win[totals.index(best)]
+
+    def _best_generic(
+        self,
+        state: CycleState,
+        pod: Pod,
+        b: Batch,
+        sc: _Scores,
+        win: list[int],
+        get: Callable[[Sequence[Any]], Any],
+        t0: float,
+    ) -> int:
+        """``Framework.run_score`` on the window, from the kept raw scores (its normalisation, checks, errors)."""
+        from scheduler.framework.runtime import FrameworkError
+
+        fw = self.fw
+        names = [b.names[p] for p in win]
+        totals = [0] * len(win)
+        for i, ws in enumerate(sc.active):
+            p = ws.plugin
+            t1 = time.perf_counter()
+            row: list[int] = list(get(sc.raw[i]))
+            if isinstance(p, ScoreNormalizer):
+                scores = [NodeScore(nm, v) for nm, v in zip(names, row, strict=True)]
+                st = p.normalize_score(state, pod, scores)
+                if not st.is_success:
+                    raise FrameworkError(f"{p.name}: normalize score: {st.message}")
+                row = [s.score for s in scores]
+            if min(row, default=0) < 0 or max(row, default=0) > MAX_NODE_SCORE:
+                bad = next(j for j, v in enumerate(row) if not 0 <= v <= MAX_NODE_SCORE)
+                raise FrameworkError(
+                    f"plugin {p.name} returned an invalid score {row[bad]} for node {names[bad]}: "
+                    f"must be in [0, {MAX_NODE_SCORE}]"
+                )
+            w = ws.weight
+            for j, v in enumerate(row):
+                if v:
+                    totals[j] += v * w
+            fw.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t1)
+        fw._timed("Score", t0, _OK)
+        best = max(totals)
+        return win[totals.index(best)]

@@ -1,0 +1,99 @@
+"""What ``dra-scheduler run`` spends before and around its first cycles (issue #16, item 3): the garbage
+collector's settings and the modules start-up does not import."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler import cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def gc_state() -> Iterator[None]:
+    """Leave the collector of the test process as it was."""
+    thresholds = gc.get_threshold()
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
+def test_tune_gc_raises_the_thresholds_and_freezes_what_is_loaded(gc_state: None) -> None:
+    gc.set_threshold(700, 10, 10)
+    cli.tune_gc()
+    assert gc.get_threshold() == cli.GC_THRESHOLDS
+    assert cli.GC_THRESHOLDS[0] >= 10_000
+    assert gc.get_freeze_count() > 0
+
+
+class _Informers:
+    def __init__(self) -> None:
+        self.synced = asyncio.Event()
+
+    async def wait_synced(self) -> None:
+        await self.synced.wait()
+
+
+class _App:
+    """What ``serve`` uses of SchedulerApp: ``started``, ``informers.wait_synced()`` and ``run()``."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.informers = _Informers()
+        self.frozen: list[int] = []
+
+    async def run(self) -> int:
+        self.started.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.frozen.append(gc.get_freeze_count())  # informers started, first lists not applied yet
+        self.informers.synced.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.frozen.append(gc.get_freeze_count())  # applied: the cache is frozen now
+        return 7
+
+
+async def test_serve_freezes_the_heap_once_the_informers_are_synced(gc_state: None) -> None:
+    app = _App()
+    assert await cli.serve(app) == 7  # type: ignore[arg-type]
+    before, after = app.frozen
+    assert before == 0
+    assert after > 0
+
+
+async def test_serve_does_not_freeze_when_start_up_fails(gc_state: None) -> None:
+    class Failing(_App):
+        async def run(self) -> int:
+            return 1  # e.g. no API server: the informers never start
+
+    assert await cli.serve(Failing()) == 1  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert gc.get_freeze_count() == 0
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "gc-freeze"]
+
+
+def test_start_up_imports_no_optional_heavy_module() -> None:
+    """The modules ``run`` loads before it connects (the command line, the app, the default profile's
+    plugins) leave out those only some pods need: networkx (GpuTopology's graphs, built on first use), the
+    CEL engines (compiled on first use), kopf (the PodGroup status controller, started only when the CRD is
+    served)."""
+    code = (
+        "import sys\n"
+        "import scheduler.cli, scheduler.run\n"
+        "from scheduler.config import default_config\n"
+        "default_config()\n"
+        "heavy = ('networkx', 'kopf', 'celpy', 'cel_expr_python')\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

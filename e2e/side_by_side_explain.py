@@ -184,16 +184,26 @@ def classify(key: str, up: str, ours: str, kscore: dict[str, dict[str, int]],
 def compare_scores(ks: sbs.RunResult, objs: dict[str, Any], ks_scores: dict[str, dict[str, dict[str, int]]],
                    order: Sequence[str]) -> list[Verdict]:
     _install_score_recorder()
-    verdicts = []
-    for i, key in enumerate(order):
-        if key not in ks.bound:
-            continue
-        pod = ks.pods[key]
-        full = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-        placed, ours_scores = decide(state_before(objs, order, i, ks))
-        v = classify(key, ks.bound[key], placed.get(full, ""), ks_scores.get(key, {}), ours_scores.get(full, {}))
-        verdicts.append(v)
-    return verdicts
+    # The exact batching of equal pods (scheduler/framework/batch.py) decides without calling run_score; its
+    # decisions are the memo's (tests/test_batching.py), so the recorded decisions run with the memo.
+    saved = os.environ.get("DRA_SCHEDULER_REUSE")
+    os.environ["DRA_SCHEDULER_REUSE"] = "memo"
+    try:
+        verdicts = []
+        for i, key in enumerate(order):
+            if key not in ks.bound:
+                continue
+            pod = ks.pods[key]
+            full = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            placed, ours_scores = decide(state_before(objs, order, i, ks))
+            v = classify(key, ks.bound[key], placed.get(full, ""), ks_scores.get(key, {}), ours_scores.get(full, {}))
+            verdicts.append(v)
+        return verdicts
+    finally:
+        if saved is None:
+            os.environ.pop("DRA_SCHEDULER_REUSE", None)
+        else:
+            os.environ["DRA_SCHEDULER_REUSE"] = saved
 
 
 #: dra-scheduler's own score plugins (not in kube-scheduler's default profile): a disagreement they alone

@@ -989,12 +989,38 @@ def allocation_from(raw: Raw, path: str) -> Allocation:
     )
 
 
+# claim uid -> (a private copy of its raw spec, the ClaimSpec built from it). A ResourceClaim's spec never changes
+# after creation (the API server refuses spec updates), and each claim arrives several times (created, finalizer
+# added, allocated, reserved): its spec is built once, not at every watch event. Checked against the copy by
+# equality, so an object of the same uid with another spec (an in-memory test, a dict changed in place) is built
+# anew. Oldest entries dropped beyond the bound.
+_CLAIM_SPECS: dict[str, tuple[Any, ClaimSpec]] = {}
+_CLAIM_SPECS_MAX = 20_000
+
+
+def _claim_spec(uid: str, spec_raw: Raw) -> ClaimSpec:
+    hit = _CLAIM_SPECS.get(uid) if uid else None
+    if hit is not None and hit[0] == spec_raw:
+        return hit[1]
+    spec = claim_spec_from(spec_raw)
+    if uid:
+        try:
+            frozen = json.loads(spec.fingerprint)  # the canonical JSON of the spec: a copy nobody else holds
+        except ValueError:
+            return spec
+        if len(_CLAIM_SPECS) >= _CLAIM_SPECS_MAX:
+            del _CLAIM_SPECS[next(iter(_CLAIM_SPECS))]
+        _CLAIM_SPECS[uid] = (frozen, spec)
+    return spec
+
+
 def claim_from(raw: Raw) -> ResourceClaim:
     status = _map(raw, "status")
     alloc = status.get("allocation")
+    meta = meta_from(raw)
     return ResourceClaim(
-        meta=meta_from(raw),
-        spec=claim_spec_from(_map(raw, "spec")),
+        meta=meta,
+        spec=_claim_spec(meta.uid, _map(raw, "spec")),
         allocation=allocation_from(alloc, "status.allocation") if isinstance(alloc, Mapping) else None,
         reserved_for=tuple(
             ConsumerRef(_str(r, "apiGroup"), _str(r, "resource"), _str(r, "name"), _str(r, "uid"))

@@ -97,3 +97,52 @@ def test_start_up_imports_no_optional_heavy_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# --- the per-pod path: a claim's spec is built once -----------------------------------------------------------
+
+
+def _claim(uid: str, count: int = 1) -> dict[str, object]:
+    req = {
+        "name": "gpu",
+        "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": count},
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns", "uid": uid, "resourceVersion": "1"},
+        "spec": {"devices": {"requests": [req]}},
+    }
+
+
+def test_a_claims_spec_is_built_once_per_uid() -> None:
+    """Each watch event of a claim (finalizer, allocation, reservation) is a new object with the same spec
+    (immutable in the API): the typed spec of the first is reused, not built again."""
+    import copy
+
+    from scheduler.model import claim_from
+
+    first = claim_from(_claim("uid-once"))
+    later = copy.deepcopy(_claim("uid-once"))
+    later["metadata"]["resourceVersion"] = "2"  # type: ignore[index]
+    later["status"] = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}
+    again = claim_from(later)
+    assert again.spec is first.spec
+    assert again.meta.resource_version == "2" and len(again.reserved_for) == 1
+    # another uid, or the same uid with another spec: built from its own spec
+    other = claim_from(_claim("uid-other"))
+    assert other.spec is not first.spec and other.spec == first.spec
+    changed = claim_from(_claim("uid-once", count=2))
+    assert changed.spec is not first.spec and changed.spec.requests[0].exactly is not None
+    assert changed.spec.requests[0].exactly.count == 2
+
+
+def test_a_spec_changed_in_place_is_built_again() -> None:
+    """The comparison is against a private copy: a dict changed in place after its claim was built (an
+    in-memory API, a test) is not mistaken for the spec it was."""
+    from scheduler.model import claim_from
+
+    raw = _claim("uid-in-place")
+    assert claim_from(raw).spec.requests[0].exactly.count == 1  # type: ignore[union-attr]
+    raw["spec"]["devices"]["requests"][0]["exactly"]["count"] = 3  # type: ignore[index]
+    assert claim_from(raw).spec.requests[0].exactly.count == 3  # type: ignore[union-attr]

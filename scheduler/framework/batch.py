@@ -41,7 +41,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.helpers import max_normalization
-from scheduler.framework.interface import MAX_NODE_SCORE, Code, CycleState, NodeScore, ScoreNormalizer, Status
+from scheduler.framework.interface import MAX_NODE_SCORE, Code, CycleState, ScoreNormalizer, Status
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeInfo
@@ -376,7 +376,7 @@ class BatchRunner:
         t0: float,
     ) -> int:
         """``Framework.run_score`` on the window, from the kept raw scores (its normalisation, checks, errors)."""
-        from scheduler.framework.runtime import FrameworkError
+        from scheduler.framework.runtime import normalized_row
 
         fw = self.fw
         names = [b.names[p] for p in win]
@@ -384,19 +384,7 @@ class BatchRunner:
         for i, ws in enumerate(sc.active):
             p = ws.plugin
             t1 = time.perf_counter()
-            row: list[int] = list(get(sc.raw[i]))
-            if isinstance(p, ScoreNormalizer):
-                scores = [NodeScore(nm, v) for nm, v in zip(names, row, strict=True)]
-                st = p.normalize_score(state, pod, scores)
-                if not st.is_success:
-                    raise FrameworkError(f"{p.name}: normalize score: {st.message}")
-                row = [s.score for s in scores]
-            if min(row, default=0) < 0 or max(row, default=0) > MAX_NODE_SCORE:
-                bad = next(j for j, v in enumerate(row) if not 0 <= v <= MAX_NODE_SCORE)
-                raise FrameworkError(
-                    f"plugin {p.name} returned an invalid score {row[bad]} for node {names[bad]}: "
-                    f"must be in [0, {MAX_NODE_SCORE}]"
-                )
+            row = normalized_row(p, state, pod, names, list(get(sc.raw[i])))
             w = ws.weight
             for j, v in enumerate(row):
                 if v:

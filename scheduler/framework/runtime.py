@@ -101,6 +101,24 @@ class FrameworkError(Exception):
     pass
 
 
+def normalized_row(p: ScorePlugin, state: CycleState, pod: Pod, names: Sequence[str], row: list[int]) -> list[int]:
+    """One score plugin's raw scores over ``names`` after its NormalizeScore (if any), checked to be within
+    [0, MAX_NODE_SCORE] (upstream ``runScorePlugins``): shared by ``run_score`` and the batch's windows."""
+    if isinstance(p, ScoreNormalizer):
+        scores = [NodeScore(nm, v) for nm, v in zip(names, row, strict=True)]
+        st = p.normalize_score(state, pod, scores)
+        if not st.is_success:
+            raise FrameworkError(f"{p.name}: normalize score: {st.message}")
+        row = [s.score for s in scores]
+    if min(row, default=0) < 0 or max(row, default=0) > MAX_NODE_SCORE:
+        bad = next(i for i, v in enumerate(row) if not 0 <= v <= MAX_NODE_SCORE)
+        raise FrameworkError(
+            f"plugin {p.name} returned an invalid score {row[bad]} for node {names[bad]}: "
+            f"must be in [0, {MAX_NODE_SCORE}]"
+        )
+    return row
+
+
 @dataclass(frozen=True, slots=True)
 class WeightedScorer:
     plugin: ScorePlugin
@@ -606,18 +624,7 @@ class Framework:
         for ws, row in zip(active, rows, strict=True):
             p = ws.plugin
             t0 = time.perf_counter()
-            if isinstance(p, ScoreNormalizer):
-                scores = [NodeScore(nm, v) for nm, v in zip(names, row, strict=True)]
-                st = p.normalize_score(state, pod, scores)
-                if not st.is_success:
-                    raise FrameworkError(f"{p.name}: normalize score: {st.message}")
-                row = [s.score for s in scores]
-            if min(row, default=0) < 0 or max(row, default=0) > MAX_NODE_SCORE:
-                bad = next(i for i, v in enumerate(row) if not 0 <= v <= MAX_NODE_SCORE)
-                raise FrameworkError(
-                    f"plugin {p.name} returned an invalid score {row[bad]} for node {names[bad]}: "
-                    f"must be in [0, {MAX_NODE_SCORE}]"
-                )
+            row = normalized_row(p, state, pod, names, row)
             w = ws.weight
             for i, v in enumerate(row):
                 if v:

@@ -388,7 +388,7 @@ class Cache:
         self._snap_parts: dict[str, tuple[int, Any]] = {}
         self._slice_index = build_slice_index({}, 0)
         self._slices_dirty = False
-        self._node_order: tuple[str, ...] = ()
+        self._node_order_cached: tuple[str, ...] | None = ()  # sorted node names; None: to sort again
         self.handlers: list[Handler] = []
         self.conversion_errors: dict[str, str] = {}
         # Snapshots' node and claim maps (OverlayMap): a shared copy and what changed since it was taken.
@@ -459,16 +459,27 @@ class Cache:
         self._bump("NodeObjects")
         if event == "DELETED":
             self._nodes.pop(key, None)
-            self._node_order = tuple(sorted(self._nodes))
+            self._node_order_cached = None
             self._refresh_node(key)
             self._notify("Node", event, old, None)
             return
         node = node_from(raw)
         self._nodes[key] = node
         if old is None:
-            self._node_order = tuple(sorted(self._nodes))
+            self._node_order_cached = None  # sorted when next read (sorting at each add: quadratic at load)
         self._refresh_node(key)
         self._notify("Node", event, old, node)
+
+    @property
+    def _node_order(self) -> tuple[str, ...]:
+        order = self._node_order_cached
+        if order is None:
+            order = self._node_order_cached = tuple(sorted(self._nodes))
+        return order
+
+    @_node_order.setter
+    def _node_order(self, order: tuple[str, ...]) -> None:
+        self._node_order_cached = order
 
     def _refresh_node(self, name: str) -> None:
         """Rebuild (or drop) ``name``'s NodeInfo; every change goes to the snapshots' overlay and the log."""

@@ -608,6 +608,17 @@ class ResourceSlice:
 
 
 def _attribute(raw: Any) -> AttributeValue | None:
+    if raw.__class__ is dict and len(raw) == 1:  # one value field of its exact type: the common case, fast
+        for f, v in raw.items():
+            cls = v.__class__
+            if f == "string" and cls is str:
+                return v  # type: ignore[no-any-return]
+            if f == "int" and cls is int:
+                return v  # type: ignore[no-any-return]
+            if f == "bool" and cls is bool:
+                return v  # type: ignore[no-any-return]
+            if f == "version" and cls is str:
+                return parse_semver(v)
     if not isinstance(raw, Mapping):
         return None
     if "int" in raw and isinstance(raw["int"], int) and not isinstance(raw["int"], bool):

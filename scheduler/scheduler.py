@@ -39,6 +39,10 @@ from scheduler.queue import Clock, MonotonicClock, SchedulingQueue
 log = structlog.get_logger("dra_scheduler")
 
 POST_FILTER_RESULT = "framework/post-filter-result"  # CycleState key: the cycle's PostFilterResult
+# 1 in this many scheduling cycles observes scheduler_plugin_execution_duration_seconds (upstream's
+# pluginMetricsSamplePercent = 10, pkg/scheduler/schedule_one.go: timing every plugin of every cycle costs more
+# than the metric is worth)
+PLUGIN_METRICS_SAMPLE = 10
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
 _ACTIONS = {"ADDED": "Add", "MODIFIED": "Update", "DELETED": "Delete"}
@@ -115,6 +119,7 @@ class Scheduler:
 
         self.gang = GangScheduler(self)
         self.attempts = Counter[str]()  # result -> count (scheduled / unschedulable / error)
+        self._cycles = 0  # scheduling cycles run: every PLUGIN_METRICS_SAMPLE-th observes plugin durations
         self.coexistence = self._double_allocation_detector()
         cache.handlers.append(self._on_cache_event)
 
@@ -251,6 +256,10 @@ class Scheduler:
         cycle = self.queue.scheduling_cycle
         snapshot = self.cache.snapshot()
         state = CycleState(snapshot)
+        # upstream: state.SetRecordPluginMetrics(rand.Intn(100) < pluginMetricsSamplePercent) with 10 percent
+        # (pkg/scheduler/schedule_one.go); here every 10th cycle, the first included (deterministic runs)
+        state.record_plugin_metrics = self._cycles % PLUGIN_METRICS_SAMPLE == 0
+        self._cycles += 1
         node, status, rejectors = self._find_node(fw, state, pod)
         if node is not None:
             self.cache.assume_pod(pod, node)

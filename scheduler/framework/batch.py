@@ -359,8 +359,9 @@ class BatchRunner:
                 v: w * (MAX_NODE_SCORE - MAX_NODE_SCORE * v // m if rev else MAX_NODE_SCORE * v // m) for v in set(row)
             }
             totals = list(map(add, totals, map(table.__getitem__, row)))
-        for ws in active:
-            fw.metrics.observe_plugin(ws.plugin.name, "Score", Code.SUCCESS, 0.0)
+        if state.record_plugin_metrics:
+            for ws in active:
+                fw.metrics.observe_plugin(ws.plugin.name, "Score", Code.SUCCESS, 0.0)
         fw._timed("Score", t0, _OK)
         best = max(totals)
         return win[totals.index(best)]
@@ -389,7 +390,8 @@ class BatchRunner:
             for j, v in enumerate(row):
                 if v:
                     totals[j] += v * w
-            fw.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t1)
+            if state.record_plugin_metrics:
+                fw.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t1)
         fw._timed("Score", t0, _OK)
         best = max(totals)
         return win[totals.index(best)]

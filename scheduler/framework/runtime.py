@@ -231,10 +231,12 @@ class Framework:
     def run_pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         start = time.perf_counter()
         result: frozenset[str] | None = None
+        record = state.record_plugin_metrics
         for p in self.pre_filter:
             t0 = time.perf_counter()
             r, st = p.pre_filter(state, pod)
-            self.metrics.observe_plugin(p.name, "PreFilter", st.code, time.perf_counter() - t0)
+            if record:
+                self.metrics.observe_plugin(p.name, "PreFilter", st.code, time.perf_counter() - t0)
             if st.code == Code.SKIP:
                 state.skip_filter.add(p.name)
                 continue
@@ -629,7 +631,8 @@ class Framework:
             for i, v in enumerate(row):
                 if v:
                     totals[i].score += v * w
-            self.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
+            if state.record_plugin_metrics:
+                self.metrics.observe_plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
         self._timed("Score", start, Status.ok())
         return totals
 

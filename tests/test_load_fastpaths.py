@@ -1,0 +1,89 @@
+"""Load-phase fast paths keep their answers (issue 16, item 1: the cost of 5,000 nodes).
+
+* ``model._attribute``: a ResourceSlice device attribute with one value field of its exact JSON type is read
+  without the ordered checks; any other shape takes the general path. Both must give the same typed value
+  (``DeviceAttribute``: exactly one of bool, int, string, version and the list forms; pkg/apis/resource/types.go).
+* ``Cache``: the sorted node-name order (the order every filter walk starts from, as kube-scheduler's
+  snapshot node list) is sorted when read after nodes were added or deleted, not at every add (sorting at each
+  add made loading N nodes O(N^2 log N)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler import model
+from scheduler.cache import Cache
+from scheduler.semver import parse as parse_semver
+
+
+def _general(raw: Any) -> Any:
+    """The general path alone: the same dict behind a Mapping that is not a dict."""
+
+    class M(dict):  # type: ignore[type-arg]
+        pass
+
+    return model._attribute(M(raw))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"string": "HMM"}, {"int": 3}, {"int": 0}, {"bool": True}, {"bool": False}, {"version": "9.0.0"},
+        {"version": "1.2.3-rc.1+b.5"}, {"ints": [1, 2]}, {"strings": ["a"]}, {"bools": [True]},
+        {"versions": ["1.0.0"]}, {"int": True}, {"bool": 1}, {"string": 5}, {"version": 9}, {"other": "x"},
+        {"string": None}, {}, {"int": 1, "string": "s"},
+    ],
+)
+def test_attribute_fast_path_equals_the_general_path(raw: dict[str, Any]) -> None:
+    fast = model._attribute(raw)
+    slow = _general(raw)
+    assert fast == slow
+    assert type(fast) is type(slow)
+
+
+def test_attribute_version_is_a_parsed_semver() -> None:
+    assert model._attribute({"version": "580.95.5"}) == parse_semver("580.95.5")
+    with pytest.raises(ValueError):
+        model._attribute({"version": "1.2"})
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}
+
+
+def test_node_order_is_sorted_after_adds_and_deletes() -> None:
+    cache = Cache()
+    for name in ("n-3", "n-1", "n-2"):
+        cache.apply("Node", "ADDED", _node(name))
+    assert cache.snapshot().node_names == ("n-1", "n-2", "n-3")
+    cache.apply("Node", "ADDED", _node("n-0"))
+    cache.apply("Node", "MODIFIED", _node("n-2"))
+    assert cache.snapshot().node_names == ("n-0", "n-1", "n-2", "n-3")
+    cache.apply("Node", "DELETED", _node("n-1"))
+    assert cache.snapshot().node_names == ("n-0", "n-2", "n-3")
+
+
+def test_loading_nodes_sorts_once_not_per_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.cache as cache_mod
+
+    sorted_sizes: list[int] = []
+    real_sorted = sorted
+
+    def counting(it: Any, **kw: Any) -> Any:
+        out = real_sorted(it, **kw)
+        sorted_sizes.append(len(out))
+        return out
+
+    monkeypatch.setattr(cache_mod, "sorted", counting, raising=False)
+    cache = Cache()
+    for i in range(200):
+        cache.apply("Node", "ADDED", _node(f"n-{i:03d}"))
+    # sorts of (nearly) every node name while adding: none (before: one per added node, 200 -> O(N^2 log N))
+    assert [n for n in sorted_sizes if n >= 50] == []
+    names = cache.snapshot().node_names
+    assert names == tuple(f"n-{i:03d}" for i in range(200))
+    assert [n for n in sorted_sizes if n >= 50] == [200]

@@ -74,7 +74,8 @@ log = structlog.get_logger("dra_scheduler.run")
 async def discover_gated(api: LiveAPI) -> dict[Resource, bool]:
     """Whether the cluster serves the 1.37 workload APIs the group cycle reads (``scheduling.k8s.io/v1beta1``
     Workload, ``v1alpha3`` CompositePodGroup: feature gates and runtime-config): watched only when served."""
-    return {r: await api.serves(r) for r in GATED}
+    found = await asyncio.gather(*(api.serves(r) for r in GATED))
+    return dict(zip(GATED, found, strict=True))
 
 # a pod kept out of the queue by PreEnqueue this long gets PodScheduled=False saying why
 GATED_CONDITION_AFTER = 5.0

@@ -87,3 +87,46 @@ def test_loading_nodes_sorts_once_not_per_add(monkeypatch: pytest.MonkeyPatch) -
     names = cache.snapshot().node_names
     assert names == tuple(f"n-{i:03d}" for i in range(200))
     assert [n for n in sorted_sizes if n >= 50] == [200]
+
+
+def test_simulate_collects_nothing_while_loading_and_restores_the_collector() -> None:
+    """_simulate turns the cyclic collector off while it loads (only long-lived objects are built) and on
+    again before scheduling; a failure while loading still leaves the collector as it found it."""
+    import asyncio
+    import gc
+
+    from bench.fleet import scale_fleet
+    from scheduler import simulate as sim
+
+    collections: list[int] = []
+    loading = [True]
+
+    def cb(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and loading[0]:
+            collections.append(info["generation"])
+
+    real_start = sim.VolumeControllers.start
+
+    async def start(self: Any) -> None:  # the last step of loading
+        loading[0] = False
+        await real_start(self)
+
+    objs = scale_fleet(500, 8)  # loading them allocates enough for young collections, were the collector on
+    gc.callbacks.append(cb)
+    try:
+        sim.VolumeControllers.start = start  # type: ignore[method-assign]
+        result = asyncio.run(sim.simulate(objs))
+        assert result.summary["pods"] == 0
+        assert collections == []
+        assert gc.isenabled()
+
+        def boom(*a: Any, **k: Any) -> None:
+            raise RuntimeError("loading failed")
+
+        sim.VolumeControllers.start = boom  # type: ignore[method-assign,assignment]
+        with pytest.raises(RuntimeError):
+            asyncio.run(sim.simulate(objs))
+        assert gc.isenabled()
+    finally:
+        sim.VolumeControllers.start = real_start  # type: ignore[method-assign]
+        gc.callbacks.remove(cb)

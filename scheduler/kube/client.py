@@ -802,8 +802,8 @@ class LiveAPI:
 
     async def discover(self) -> dict[Resource, bool]:
         """Which optional APIs (PodGroup CRD, scheduling.k8s.io PodGroups) the cluster serves."""
-        for r in OPTIONAL:
-            self.served[r] = await self.serves(r)
+        found = await asyncio.gather(*(self.serves(r) for r in OPTIONAL))  # one round trip of start-up, not one each
+        self.served.update(zip(OPTIONAL, found, strict=True))
         return dict(self.served)
 
     async def serves(self, r: Resource) -> bool:

@@ -14,7 +14,18 @@ import random
 
 import pytest
 
-from scheduler.yamlload import MAX_DEPTH, _json_brackets, _json_nesting_below, load_documents
+from scheduler.yamlload import MAX_DEPTH, _json_brackets, _json_nesting_below, _json_shape, _load_json, load_documents
+
+
+def _reference_members(text: str) -> int:
+    def walk(v: object) -> int:
+        if isinstance(v, dict):
+            return len(v) + sum(walk(x) for x in v.values())
+        if isinstance(v, list):
+            return sum(walk(x) for x in v)
+        return 0
+
+    return walk(json.loads(text))
 
 
 def _reference(text: str) -> bytes:
@@ -59,6 +70,7 @@ def test_brackets_match_a_character_scanner(seed: int) -> None:
     for _ in range(50):
         text = json.dumps(_random_value(rng, 0), ensure_ascii=rng.random() < 0.5)
         assert _json_brackets(text) == _reference(text), text
+        assert _json_shape(text)[1] == _reference_members(text), text
 
 
 @pytest.mark.parametrize(
@@ -92,3 +104,20 @@ def test_deep_json_still_reaches_the_yaml_readers_limit() -> None:
     text = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
     with pytest.raises(Exception, match="deeper than"):
         load_documents(text, "deep.json")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 1, "a": 2}', '[{"x": {"k": 1, "k": 1}}]', '{"a": {"b": 1}, "a": {"b": 1}}', '{"a:": 1, "a:": 2}'],
+)
+def test_duplicate_keys_leave_the_json_path(text: str) -> None:
+    """A duplicate key is refused by the JSON path (the API server's strict decoding refuses it too), counted as
+    fewer kept members than member colons; the YAML readers then decide and name it."""
+    assert _load_json(text) is None
+    with pytest.raises(Exception, match=r"(?i)duplicate"):
+        load_documents(text, "dup.json")
+
+
+def test_distinct_keys_stay_on_the_json_path() -> None:
+    docs = _load_json('{"a": {"a": 1}, "b": [{"a": ":", "b:": "{"}]}')
+    assert docs is not None and docs[0].data == {"a": {"a": 1}, "b": [{"a": ":", "b:": "{"}]}

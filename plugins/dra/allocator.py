@@ -448,7 +448,9 @@ class Allocator:
                         f"{where}: selector #{i} on device {c.id[0]}/{c.id[1]}/{d.name}: {d.attribute_error}"
                     )
                 try:
-                    ok = self.selectors.matches(expr, c.key, functools.partial(self._device_input, c))
+                    ok = self.selectors.matches(
+                        expr, c.key, functools.partial(self._device_input, c), driver=c.pool[0], content=d
+                    )
                 except CELError as e:
                     raise AllocationError(
                         f"{where}: selector #{i} on device {c.id[0]}/{c.id[1]}/{d.name}: {e}"

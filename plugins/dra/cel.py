@@ -60,6 +60,19 @@ Runtime cost limit (:mod:`plugins.dra.cel_cost`)
     actual cost on concatenation chains (``tests/test_cel_hardening.py``); unbounded sizes (``lists.range``
     of a device attribute) count as over the limit.
 
+Result cache (:class:`SelectorCache`)
+    Results (and errors) are kept per (expression, device generation) and, when the caller gives the raw
+    device data, per (expression, content): :func:`device_reads` finds on the user's syntax tree the single
+    entries a selector reads (``device.attributes["d"].x`` / ``["x"]`` / ``.?x``, ``has()`` of one,
+    ``device.capacity["d"].x``, ``device.driver``, ``device.allowMultipleAllocations``) and refuses every other
+    use of ``device`` (whole maps or domains as values, non-literal keys, a variable named ``device``).
+    Kubernetes builds the ``device`` maps per device from the slice's qualified names
+    (``DeviceMatches`` and ``parseQualifiedName`` in k8s.io/dynamic-resource-allocation v0.37.2 cel/compile.go:
+    split at the first ``/``, a bare name in the driver's domain) and answers an unknown domain with an empty
+    map (``mapper.Find``), so such a selector's outcome depends only on the driver and those entries (present
+    or not, with their exact values): :func:`content_key`. Devices of a fleet then share one evaluation instead
+    of building one activation each.
+
 Regular expressions
     ``matches`` (cel-python; cel-cpp's own is RE2 already), ``find`` and ``findAll`` use RE2 (``google-re2``):
     linear time, Go's regexp syntax, as Kubernetes.
@@ -83,7 +96,7 @@ import functools
 import importlib
 import os
 import re
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol, TypeAlias, cast
@@ -100,12 +113,16 @@ __all__ = [
     "CELError",
     "CELRuntimeError",
     "CacheStats",
+    "DeviceContent",
     "DeviceInput",
+    "DeviceReads",
     "Engine",
     "Program",
     "SelectorCache",
     "available_engines",
+    "content_key",
     "device_input",
+    "device_reads",
     "estimate_cost",
     "get_engine",
     "parse_expression",
@@ -2459,26 +2476,271 @@ def get_engine(name: str | None = None) -> Engine:
 
 
 # =====================================================================================================
+# Content keys: what a selector reads of ``device``
+# =====================================================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceReads:
+    """Everything a selector can observe of ``device`` (:func:`device_reads`).
+
+    ``attributes`` / ``capacity``: the ``(domain, identifier)`` entries it reads, as written by the user
+    (before this module's rewrites). Its result (or error) is a function of these entries (the value, or
+    that the entry is absent), of ``device.driver`` (which also decides the domain of a bare attribute
+    name, see :func:`device_input`) and, when ``allow_multiple_allocations`` is set, of
+    ``device.allowMultipleAllocations``.
+    """
+
+    driver: bool
+    allow_multiple_allocations: bool
+    attributes: tuple[tuple[str, str], ...]
+    capacity: tuple[tuple[str, str], ...]
+
+
+class _NotCacheable(Exception):
+    """``device`` is used in a way :func:`device_reads` does not reduce to single entries."""
+
+
+def _domain_access(node: Node) -> tuple[str, str] | None:
+    """``("attributes"|"capacity", domain)`` when node is ``device.attributes["dom"]`` or ``device.attributes.dom``
+    (not optional, literal domain)."""
+    if isinstance(node, Index):
+        if node.optional or not (isinstance(node.index, Lit) and node.index.kind == "string"):
+            return None
+        base: Node = node.operand
+        domain = cast(str, node.index.value)
+    elif isinstance(node, Select):
+        if node.optional:
+            return None
+        base, domain = node.operand, node.field
+    else:
+        return None
+    if (
+        isinstance(base, Select)
+        and not base.optional
+        and base.field in ("attributes", "capacity")
+        and isinstance(base.operand, Ident)
+        and base.operand.name == "device"
+    ):
+        return base.field, domain
+    return None
+
+
+def _entry_read(node: Node) -> tuple[str, str, str] | None:
+    """``(map, domain, id)`` when node reads one entry of a domain: ``D.id``, ``D["id"]``, ``D.?id``, ``D[?"id"]``
+    where ``D`` is a :func:`_domain_access`. Its value depends on that entry alone: an unknown domain is an empty
+    map (both engines), so "no such domain" and "no such identifier in the domain" behave alike."""
+    if isinstance(node, Index):
+        if not (isinstance(node.index, Lit) and node.index.kind == "string"):
+            return None
+        ident = cast(str, node.index.value)
+    elif isinstance(node, Select):
+        ident = node.field
+    else:
+        return None
+    dom = _domain_access(node.operand)
+    return None if dom is None else (dom[0], dom[1], ident)
+
+
+def _is_device(node: Node) -> bool:
+    return isinstance(node, Ident) and node.name == "device"
+
+
+def _collect_reads(node: Node, acc: dict[str, Any]) -> None:
+    if isinstance(node, Ident):
+        if node.name == "device":  # bare device, a variable named device (cel.bind, macros), shadowing
+            raise _NotCacheable
+        return
+    read = _entry_read(node)
+    if read is not None:
+        acc[read[0]].add((read[1], read[2]))
+        return  # the rest of the chain is device.<map> and string literals
+    if isinstance(node, Select) and _is_device(node.operand):
+        if node.optional:
+            raise _NotCacheable
+        if node.field == "driver":
+            acc["driver"] = True
+            return
+        if node.field == "allowMultipleAllocations":
+            acc["allowMultipleAllocations"] = True
+            return
+        raise _NotCacheable  # device.attributes / device.capacity as a whole value, unknown fields
+    if isinstance(node, Call):
+        if node.target is None and node.fn == "device":
+            raise _NotCacheable
+        if _is_has(node):
+            sel = cast(Select, node.args[0])
+            read = None if sel.optional else _entry_read(sel)
+            if read is not None:  # has(D.id): presence of the entry (its value is keyed too)
+                acc[read[0]].add((read[1], read[2]))
+                return
+            operand = sel.operand
+            if _is_device(operand) or (isinstance(operand, Select) and _is_device(operand.operand)):
+                raise _NotCacheable  # has(device.attributes.dom): presence of a domain; has(device.driver)
+    if isinstance(node, StructLit) and node.name.lstrip(".").split(".")[0] == "device":
+        raise _NotCacheable
+    for child in _children(node):
+        _collect_reads(child, acc)
+
+
+@functools.lru_cache(maxsize=4096)
+def device_reads(expression: str) -> DeviceReads | None:
+    """What ``expression`` reads of ``device``, or None when its result may depend on more than single entries
+    (not cacheable by content): ``device.attributes``/``device.capacity`` or one of their domains used as a
+    whole value (passed to a function, iterated, compared, ``in``, ``size()``, ``has()`` of a domain),
+    a non-literal domain or identifier, optional access of a domain, bare ``device``, a ``cel.bind`` or
+    comprehension variable named ``device``. Analyses the user's text (this module's domain rewrite only
+    adds presence tests of the domain, which do not change what an entry read yields). Expressions that
+    do not parse are None too (they never evaluate)."""
+    try:
+        tree = parse_expression(expression)
+        acc: dict[str, Any] = {"attributes": set(), "capacity": set(), "driver": False,
+                               "allowMultipleAllocations": False}
+        _collect_reads(tree, acc)
+    except (CELError, _NotCacheable, RecursionError):
+        return None
+    return DeviceReads(
+        driver=bool(acc["driver"]),
+        allow_multiple_allocations=bool(acc["allowMultipleAllocations"]),
+        attributes=tuple(sorted(acc["attributes"])),
+        capacity=tuple(sorted(acc["capacity"])),
+    )
+
+
+class DeviceContent(Protocol):
+    """A device's raw data as a ResourceSlice gives it (``scheduler.model.Device`` is one): qualified or bare
+    attribute names, capacity values as :class:`Quantity` or objects whose ``value`` is one."""
+
+    @property
+    def attributes(self) -> Mapping[str, AttributeValue]: ...
+
+    @property
+    def capacity(self) -> Mapping[str, Any]: ...
+
+    @property
+    def allow_multiple_allocations(self) -> bool: ...
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _representable(values: Iterable[Any]) -> bool:
+    """Whether both engines can build an activation holding these attribute values (cel-expr-python and celpy
+    refuse ints outside int64: "unsupported attribute value", an error of every selector on the device)."""
+    for v in values:
+        t = type(v)
+        if t is str or t is bool or t is Version:
+            continue
+        if t is int:
+            if not _INT64_MIN <= v <= _INT64_MAX:
+                return False
+            continue
+        if t is tuple:
+            for e in v:
+                te = type(e)
+                if te is int:
+                    if not _INT64_MIN <= e <= _INT64_MAX:
+                        return False
+                elif te is not str and te is not bool and te is not Version:
+                    return False
+            continue
+        return False
+    return True
+
+
+def _raw_entry(m: Mapping[str, Any], driver: str, domain: str, ident: str) -> Any:
+    """The value :func:`device_input` puts at ``(domain, ident)``, or None. A raw name splits at its first ``/``;
+    a name without ``/`` belongs to the driver's domain; when two raw names give the same entry the later one
+    wins (dict order), as in :func:`device_input`."""
+    qualified = m.get(f"{domain}/{ident}") if "/" not in domain else None
+    bare = m.get(ident) if domain == driver and "/" not in ident else None
+    if qualified is None or bare is None:
+        return bare if qualified is None else qualified
+    qname = f"{domain}/{ident}"
+    last = None
+    for k in m:
+        if k == qname:
+            last = qualified
+        elif k == ident:
+            last = bare
+    return last
+
+
+def _tag(v: object) -> Hashable:
+    """A hashable image of an attribute value that only equal values share (bool is not int, a version is kept
+    with its exact text and build metadata, lists element by element)."""
+    t = type(v)
+    if t is bool:
+        return ("b", v)
+    if t is int:
+        return ("i", v)
+    if t is str:
+        return ("s", v)
+    if t is Version:
+        ver = cast(Version, v)
+        return ("v", ver.major, ver.minor, ver.patch, ver.prerelease, ver.build, ver.text)
+    if t is tuple:
+        return ("l", tuple(_tag(e) for e in cast(tuple[object, ...], v)))
+    raise TypeError(f"unsupported attribute value {v!r}")
+
+
+def _tag_quantity(v: object) -> Hashable:
+    q = v if type(v) is Quantity else getattr(v, "value", None)
+    if not isinstance(q, Quantity) or type(q) is not Quantity:
+        raise TypeError(f"unsupported capacity value {v!r}")
+    return ("q", q.value, q.fmt, q.text)  # exact: the text is what celpy may print
+
+
+def content_key(reads: DeviceReads, driver: str, content: DeviceContent) -> Hashable | None:
+    """The device data ``reads`` covers, as a hashable (absent entries are None); None when the device holds an
+    attribute value an engine cannot take (every selector then fails on it: evaluate per device)."""
+    attrs = content.attributes
+    if not _representable(attrs.values()):
+        return None
+    caps = content.capacity
+    for q in caps.values():
+        if type(q) is not Quantity and type(getattr(q, "value", None)) is not Quantity:
+            return None
+    try:
+        a = tuple(
+            None if (v := _raw_entry(attrs, driver, dom, ident)) is None else _tag(v) for dom, ident in reads.attributes
+        )
+        c = tuple(
+            None if (q := _raw_entry(caps, driver, dom, ident)) is None else _tag_quantity(q)
+            for dom, ident in reads.capacity
+        )
+    except TypeError:
+        return None
+    multi = bool(content.allow_multiple_allocations) if reads.allow_multiple_allocations else None
+    return (driver, multi, a, c)
+
+
+# =====================================================================================================
 # Selector cache
 # =====================================================================================================
 
 
 @dataclass(slots=True)
 class CacheStats:
-    hits: int = 0
-    misses: int = 0
+    hits: int = 0  # answered by the (expression, device_key) table
+    misses: int = 0  # not in that table: answered by content (content_hits) or evaluated (evaluations)
     evaluations: int = 0
     compiles: int = 0
     clears: int = 0
+    content_hits: int = 0  # answered by the (expression, content key) table
 
 
 class SelectorCache:
-    """Compiled selectors per expression and results per (expression, device_key).
+    """Compiled selectors per expression; results per (expression, device_key) and per (expression, content).
 
     ``device_key`` must change whenever the device's data changes (e.g. include the ResourceSlice's
-    name, generation/resourceVersion and the device name), so a selector is evaluated once per device
-    generation. Results and :class:`CELError` instances are both cached; the result table is cleared
-    when it grows past ``max_results``.
+    name, generation/resourceVersion and the device name), so a selector is evaluated at most once per
+    device generation. When the caller also gives the device's raw data (``driver`` and ``content``) and
+    the selector reads nothing of ``device`` but single entries (:func:`device_reads`), results are also
+    kept per (expression, :func:`content_key`): devices that agree on what the selector reads share one
+    evaluation, whatever their other attributes (the DeviceInput and the engine's activation are then
+    not built at all). Results and :class:`CELError` instances are both cached; the result tables are
+    cleared when they hold ``max_results`` entries together.
     """
 
     def __init__(self, engine: Engine | None = None, max_results: int = 2_000_000) -> None:
@@ -2487,6 +2749,7 @@ class SelectorCache:
         self.max_programs = 10_000
         self._programs: dict[str, Program | CELCompileError] = {}
         self._results: dict[tuple[str, Hashable], bool | CELError] = {}
+        self._by_content: dict[tuple[str, Hashable], bool | CELError] = {}
         self.stats = CacheStats()
 
     def compile(self, expression: str) -> Program:
@@ -2504,7 +2767,26 @@ class SelectorCache:
             raise cached.with_traceback(None)
         return cached
 
-    def matches(self, expression: str, device_key: Hashable, device: DeviceInput | Callable[[], DeviceInput]) -> bool:
+    def _room(self) -> None:
+        if len(self._results) + len(self._by_content) >= self.max_results:
+            self._results.clear()
+            self._by_content.clear()
+            self.stats.clears += 1
+
+    def matches(
+        self,
+        expression: str,
+        device_key: Hashable,
+        device: DeviceInput | Callable[[], DeviceInput],
+        *,
+        driver: str | None = None,
+        content: DeviceContent | None = None,
+    ) -> bool:
+        """Whether the device matches; raises the selector's :class:`CELError` (compile or runtime).
+
+        ``device`` (or the function building it) is only used when the selector has to be evaluated.
+        ``driver`` and ``content``: the same device's raw data (what ``device`` is built from), to share
+        results between devices by content; both or neither."""
         key = (expression, device_key)
         cached = self._results.get(key)
         if cached is not None:
@@ -2514,22 +2796,40 @@ class SelectorCache:
             return cached
         self.stats.misses += 1
         program = self.compile(expression)
+        ckey: tuple[str, Hashable] | None = None
+        if content is not None and driver is not None:
+            reads = device_reads(expression)
+            if reads is not None:
+                found = content_key(reads, driver, content)
+                if found is not None:
+                    ckey = (expression, found)
+                    cached = self._by_content.get(ckey)
+                    if cached is not None:
+                        self.stats.content_hits += 1
+                        self._room()
+                        self._results[key] = cached
+                        if isinstance(cached, CELError):
+                            raise cached.with_traceback(None)
+                        return cached
         dev = device if isinstance(device, DeviceInput) else device()
-        if len(self._results) >= self.max_results:
-            self._results.clear()
-            self.stats.clears += 1
+        self._room()
         self.stats.evaluations += 1
         try:
             result = program.matches(dev)
         except CELError as e:
             self._results[key] = e
+            if ckey is not None:
+                self._by_content[ckey] = e
             raise
         self._results[key] = result
+        if ckey is not None:
+            self._by_content[ckey] = result
         return result
 
     def clear(self) -> None:
         self._programs.clear()
         self._results.clear()
+        self._by_content.clear()
 
     def __len__(self) -> int:
-        return len(self._results)
+        return len(self._results) + len(self._by_content)

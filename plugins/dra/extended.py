@@ -341,7 +341,7 @@ def device_totals(
                 if expr is None:
                     continue
                 try:
-                    ok = selectors.matches(expr, (s.serial, i), dev_input)
+                    ok = selectors.matches(expr, (s.serial, i), dev_input, driver=s.driver, content=d)
                 except CELError:
                     return 0, 0
                 if not ok:

@@ -266,6 +266,7 @@ class _Compiler:
     def _object(fields: dict[str, _Valid]) -> _Valid:
         checked = {k: f for k, f in fields.items() if f is not _any_value}
         get = checked.get
+        strings = frozenset(k for k, f in checked.items() if f is _string_ok)  # checked inline: no call
 
         def ok(v: Any) -> bool:
             if v.__class__ is not dict:  # the ABC check costs more than the rest of this call
@@ -274,6 +275,8 @@ class _Compiler:
                 if not isinstance(v, Mapping):
                     return False
             for k, x in v.items():
+                if x.__class__ is str and k in strings:
+                    continue
                 f = get(k)
                 if f is not None and x is not None and not f(x):
                     return False

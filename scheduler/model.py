@@ -661,6 +661,10 @@ def _counter_map(raw: Raw, path: str) -> dict[str, Quantity]:
     return {str(k): quantity(_map(raw, k).get("value"), f"{path}.{k}.value") for k in raw}
 
 
+# A device with only these fields (the common shape: a GPU as the NVIDIA driver publishes it) takes the short way
+_PLAIN_DEVICE_FIELDS = frozenset(("name", "attributes", "capacity"))
+
+
 def device_from(raw: Raw, path: str) -> Device:
     name = _str(raw, "name")
     if not name:
@@ -678,6 +682,9 @@ def device_from(raw: Raw, path: str) -> Device:
         attrs[str(k)] = val
     caps: dict[str, DeviceCapacity] = {}
     for k, v in _map(raw, "capacity").items():
+        if v.__class__ is dict and len(v) == 1 and v.get("value").__class__ is str:  # {"value": "80Gi"}
+            caps[str(k)] = DeviceCapacity(quantity(v["value"], f"{path}.capacity.{k}.value"), None)
+            continue
         p = f"{path}.capacity.{k}"
         if not isinstance(v, Mapping):
             raise ModelError(p, "must be an object")
@@ -685,6 +692,22 @@ def device_from(raw: Raw, path: str) -> Device:
         caps[str(k)] = DeviceCapacity(
             quantity(v.get("value"), f"{p}.value"),
             _capacity_policy(pol, f"{p}.requestPolicy") if isinstance(pol, Mapping) else None,
+        )
+    if raw.keys() <= _PLAIN_DEVICE_FIELDS:  # every other field absent: its zero value
+        return Device(
+            name=name,
+            attributes=attrs,
+            attribute_error=attr_error,
+            capacity=caps,
+            consumes_counters=(),
+            node_name="",
+            node_selector=None,
+            all_nodes=False,
+            taints=(),
+            binds_to_node=False,
+            binding_conditions=(),
+            binding_failure_conditions=(),
+            allow_multiple_allocations=False,
         )
     consumes = tuple(
         CounterConsumption(_str(c, "counterSet"), _counter_map(_map(c, "counters"), f"{path}.consumesCounters[{i}]"))

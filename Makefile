@@ -35,7 +35,7 @@ demo: install e2e-build
 	$(BIN)/python -m e2e.demo
 
 # Live throughput side by side with kube-scheduler 1.37.2 (e2e/throughput.py): 1,000 single-GPU template-claim
-# pods on 200 fake 8-GPU nodes, alternating rounds, client QPS 200 and 5000; about 17 min on 2 cores.
+# pods on 200 fake 8-GPU nodes, alternating rounds, client QPS 200 and 5000; 7 min on 2 quiet cores (17 when shared).
 throughput: install e2e-build
 	$(BIN)/python -m e2e.throughput
 

@@ -167,3 +167,36 @@ def test_plain_devices_take_the_short_way_with_the_same_result(raw: dict[str, An
         return out
 
     assert _fields(model.device_from(raw, "d")) == _fields(model.device_from(general(raw), "d"))
+
+
+def test_run_keeps_the_collector_off_while_importing_and_restores_it() -> None:
+    """``dra-scheduler run`` turns the cyclic collector off before importing the scheduler and on again in
+    tune_gc() (thresholds raised, start-up objects frozen); an early return (bad flags) restores it."""
+    import gc
+
+    from scheduler import cli
+
+    seen: list[bool] = []
+    real = cli._run_app
+
+    def probe(parser: Any, args: Any) -> int:
+        seen.append(gc.isenabled())
+        return real(parser, args)
+
+    cli._run_app = probe  # type: ignore[assignment]
+    try:
+        assert gc.isenabled()
+        assert cli.main(["run", "--config", "a.yaml", "--config-map", "ns/name"]) == 2
+        assert seen == [False]  # off while the scheduler's modules are imported
+        assert gc.isenabled()  # and back on after the early return
+    finally:
+        cli._run_app = real  # type: ignore[assignment]
+    old = gc.get_threshold()
+    gc.disable()
+    try:
+        cli.tune_gc()
+        assert gc.isenabled() and gc.get_threshold() == cli.GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+        gc.enable()

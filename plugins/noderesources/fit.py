@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 from plugins.dra.extended import backing_class, device_totals, is_dra_extended_resource_name, should_delegate
 from plugins.noderesources.scoring import (
-    MAX_CUSTOM_PRIORITY_SCORE,
-    MAX_UTILIZATION,
     Scorer,
     least_allocated_scorer,
     most_allocated_scorer,
     requested_to_capacity_ratio_scorer,
+    validate_function_shape,
 )
 from scheduler.framework.capacity import UNBOUNDED
 from scheduler.framework.interface import Code, CycleState, Status
@@ -128,40 +127,6 @@ def _validate_names(raw: Any, path: str, group: bool) -> list[str]:
     return errs
 
 
-def _validate_shape(raw: Any, path: str) -> list[str]:
-    """``validateFunctionShape``: sorted utilizations (first violation only), then the ranges."""
-    if not isinstance(raw, list) or not raw:
-        return [f"{path}: at least one point must be specified"]
-    errs: list[str] = []
-    points: list[tuple[Any, Any]] = []
-    for i, pt in enumerate(raw):
-        p = f"{path}[{i}]"
-        if not isinstance(pt, Mapping):
-            errs.append(f"{p}: must be an object")
-            points.append((None, None))
-            continue
-        errs += _unknown(pt, ("utilization", "score"), p)
-        u, s = pt.get("utilization", 0), pt.get("score", 0)
-        if not _is_int(u):
-            errs.append(f"{p}.utilization: must be an integer")
-            u = None
-        if not _is_int(s):
-            errs.append(f"{p}.score: must be an integer")
-            s = None
-        points.append((u, s))
-    for i in range(1, len(points)):
-        a, b = points[i - 1][0], points[i][0]
-        if a is not None and b is not None and a >= b:
-            errs.append(f"{path}[{i}].utilization: values must be sorted in increasing order")
-            break
-    for i, (u, s) in enumerate(points):
-        if u is not None and not 0 <= u <= MAX_UTILIZATION:
-            errs.append(f"{path}[{i}].utilization: not in valid range [0, {MAX_UTILIZATION}]")
-        if s is not None and not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-            errs.append(f"{path}[{i}].score: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
-    return errs
-
-
 def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
     """``ValidateNodeResourcesFitArgs`` (after ``SetDefaults_NodeResourcesFitArgs``: no or empty
     ``resources`` mean cpu and memory, a weight left out or 0 means 1), field paths under ``path``."""
@@ -207,7 +172,7 @@ def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
             errs.append(f"{rp}: must be an object")
         else:
             errs += _unknown(rtcr, ("shape",), rp)
-            errs += _validate_shape(rtcr.get("shape"), f"{rp}.shape")
+            errs += validate_function_shape(rtcr.get("shape"), f"{rp}.shape")
     elif rtcr is not None and typ in STRATEGIES:
         errs.append(f"{rp}: must be nil when type is not {REQUESTED_TO_CAPACITY_RATIO}")
     return errs

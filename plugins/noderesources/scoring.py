@@ -9,7 +9,8 @@ with allocatable 0 is left out of the weighted mean. Sources (kube-scheduler,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from scheduler.framework.interface import MAX_NODE_SCORE
 
@@ -103,3 +104,39 @@ def requested_to_capacity_ratio_scorer(weights: Sequence[int], shape: Sequence[t
         return math.floor(node_score / weight_sum + 0.5)
 
     return scorer
+
+
+def validate_function_shape(raw: Any, path: str) -> list[str]:
+    """``validateFunctionShape`` (pkg/scheduler/apis/config/validation/validation_pluginargs.go), shared by
+    NodeResourcesFit's RequestedToCapacityRatio and VolumeBinding's shape: at least one point, each an object
+    of two integers, sorted utilizations (first violation only), then the ranges."""
+    if not isinstance(raw, list) or not raw:
+        return [f"{path}: at least one point must be specified"]
+    errs: list[str] = []
+    points: list[tuple[Any, Any]] = []
+    for i, pt in enumerate(raw):
+        p = f"{path}[{i}]"
+        if not isinstance(pt, Mapping):
+            errs.append(f"{p}: must be an object")
+            points.append((None, None))
+            continue
+        errs += [f"{p}.{k}: unknown field" for k in pt if k not in ("utilization", "score")]
+        u, s = pt.get("utilization", 0), pt.get("score", 0)
+        if not isinstance(u, int) or isinstance(u, bool):
+            errs.append(f"{p}.utilization: must be an integer")
+            u = None
+        if not isinstance(s, int) or isinstance(s, bool):
+            errs.append(f"{p}.score: must be an integer")
+            s = None
+        points.append((u, s))
+    for i in range(1, len(points)):
+        a, b = points[i - 1][0], points[i][0]
+        if a is not None and b is not None and a >= b:
+            errs.append(f"{path}[{i}].utilization: values must be sorted in increasing order")
+            break
+    for i, (u, s) in enumerate(points):
+        if u is not None and not 0 <= u <= MAX_UTILIZATION:
+            errs.append(f"{path}[{i}].utilization: not in valid range [0, {MAX_UTILIZATION}]")
+        if s is not None and not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
+            errs.append(f"{path}[{i}].score: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+    return errs

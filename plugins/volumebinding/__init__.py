@@ -42,7 +42,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
-from plugins.noderesources.scoring import broken_linear_function
+from plugins.noderesources.scoring import (
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_UTILIZATION,
+    broken_linear_function,
+    validate_function_shape,
+)
 from plugins.volumebinding.binder import (
     ERR_REASON_BIND_CONFLICT,
     ERR_REASON_NODE_CONFLICT,
@@ -82,8 +87,6 @@ if TYPE_CHECKING:
 
 NAME = "VolumeBinding"
 DEFAULT_BIND_TIMEOUT_SECONDS = 600
-MAX_CUSTOM_PRIORITY_SCORE = 10
-MAX_UTILIZATION = 100
 DEFAULT_SHAPE = ({"utilization": 0, "score": MAX_CUSTOM_PRIORITY_SCORE}, {"utilization": 100, "score": 0})
 
 # --- args -------------------------------------------------------------------------------------------------
@@ -109,33 +112,7 @@ def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
     sp = f"{path}.shape"
     if not isinstance(shape, list):
         return [*errs, f"{sp}: must be a list"]
-    points: list[tuple[int | None, int | None]] = []
-    for i, pt in enumerate(shape):
-        p = f"{sp}[{i}]"
-        if not isinstance(pt, Mapping):
-            errs.append(f"{p}: must be an object")
-            points.append((None, None))
-            continue
-        errs += [f"{p}.{k}: unknown field" for k in pt if k not in ("utilization", "score")]
-        u, s = pt.get("utilization", 0), pt.get("score", 0)
-        if not _is_int(u):
-            errs.append(f"{p}.utilization: must be an integer")
-            u = None
-        if not _is_int(s):
-            errs.append(f"{p}.score: must be an integer")
-            s = None
-        points.append((u, s))
-    for i in range(1, len(points)):
-        a, b = points[i - 1][0], points[i][0]
-        if a is not None and b is not None and a >= b:
-            errs.append(f"{sp}[{i}].utilization: values must be sorted in increasing order")
-            break
-    for i, (u, s) in enumerate(points):
-        if u is not None and not 0 <= u <= MAX_UTILIZATION:
-            errs.append(f"{sp}[{i}].utilization: not in valid range [0, {MAX_UTILIZATION}]")
-        if s is not None and not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-            errs.append(f"{sp}[{i}].score: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
-    return errs
+    return [*errs, *validate_function_shape(shape, sp)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -412,7 +412,15 @@ class KubeConnection:
         """kubectl's loading rules (:mod:`scheduler.kube.kubeconfig`): ``kubeconfig``, else ``$KUBECONFIG``
         (merged), else ``~/.kube/config``, else the in-cluster service account. Raises
         :class:`~scheduler.kube.kubeconfig.KubeconfigError` with a one-line message."""
-        from scheduler.kube.kubeconfig import HOST_ENV, PORT_ENV, InCluster, KubeconfigError, resolve, static_settings
+        from scheduler.kube.kubeconfig import (
+            HOST_ENV,
+            PORT_ENV,
+            InCluster,
+            KubeconfigError,
+            resolve,
+            static_settings,
+            tls_context,
+        )
 
         env = os.environ if env is None else env
         found = resolve(kubeconfig, context, env, service_account_dir)
@@ -453,15 +461,7 @@ class KubeConnection:
         context_name = None if isinstance(found, InCluster) else found.context
         if not str(cfg.host or "").startswith(("http://", "https://")):
             raise KubeconfigError(f"{source}: the cluster has no server URL (got {cfg.host!r})")
-        try:
-            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-            if cfg.cert_file:
-                ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
-        except (OSError, ssl.SSLError) as e:
-            raise KubeconfigError(f"{source}: TLS settings: {e}") from None
-        if not cfg.verify_ssl:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
+        ctx = tls_context(source, cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file, bool(cfg.verify_ssl))
 
         async def token() -> str | None:
             if "BearerToken" not in cfg.api_key and cfg.refresh_api_key_hook is None:

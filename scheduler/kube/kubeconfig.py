@@ -296,6 +296,23 @@ def _remove_temp_files() -> None:
     _temp_files.clear()
 
 
+def tls_context(
+    source: str, ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool
+) -> ssl.SSLContext:
+    """A client TLS context: the CA (the system's when none is given), the client certificate, and no
+    verification when ``verify`` is off (``insecure-skip-tls-verify``); a bad file is a KubeconfigError."""
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+        if cert_file:
+            ctx.load_cert_chain(cert_file, keyfile=key_file)
+    except (OSError, ssl.SSLError) as e:
+        raise KubeconfigError(f"{source}: TLS settings: {e}") from None
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 @dataclass
 class StaticSettings:
     """How to reach and authenticate to the API server, for a configuration that needs no plugin."""
@@ -317,16 +334,7 @@ class StaticSettings:
         the client certificate, no verification with ``insecure-skip-tls-verify``."""
         if not self.host.startswith("https"):
             return None
-        try:
-            ctx = ssl.create_default_context(cafile=self.ca_file)
-            if self.cert_file:
-                ctx.load_cert_chain(self.cert_file, keyfile=self.key_file)
-        except (OSError, ssl.SSLError) as e:
-            raise KubeconfigError(f"{self.source}: TLS settings: {e}") from None
-        if not self.verify:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        return ctx
+        return tls_context(self.source, self.ca_file, self.cert_file, self.key_file, self.verify)
 
     async def authorization(self) -> str | None:
         """The Authorization header's value (None: no credentials but the client certificate)."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -481,6 +481,24 @@ class Allocator:
                         avail[k] -= q.value
         self._available[pool.id] = (rev, avail)
         return avail
+
+    def matching(self, claim: ClaimInput, spec: RequestSpec, pools: Sequence[Pool], node: Node) -> Iterator[Candidate]:
+        """The candidates of the complete, valid ``pools`` that the request's device class and selectors select,
+        as the search selects them (a selector error counts as no match); none when the class is unknown."""
+        cls = self.classes.get(spec.device_class_name)
+        if cls is None:
+            return
+        rd = _Req(spec, cls, 0, [], bool(spec.admin_access), dict(spec.capacity))
+        for p in pools:
+            if p.incomplete or p.invalid:
+                continue
+            for c in p.candidates:
+                try:
+                    ok = self._selectable(claim, rd, c, node)
+                except AllocationError:
+                    ok = False
+                if ok:
+                    yield c
 
     # --- the search --------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from plugins.dra.allocator import AllocationError, Allocator, ClaimInput, Pool, _Req
+from plugins.dra.allocator import Allocator, ClaimInput, Pool
 from scheduler.framework.capacity import ALL, EXACT, FIRST, UNBOUNDED, DeviceDemand
 from scheduler.ledger import DeviceID
 from scheduler.model import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT, RequestSpec
@@ -183,20 +183,7 @@ def _matching(
     if hit is not None and hit[0] is pools and hit[1] == snap.class_generation:
         return hit[2]
     probe = _probe(plugin, m, snap)
-    out: list[DeviceID] = []
-    cls = snap.classes.get(spec.device_class_name)
-    if cls is not None:
-        rd = _Req(spec, cls, 0, [], bool(spec.admin_access), dict(spec.capacity))
-        for p in pools:
-            if p.incomplete or p.invalid:
-                continue
-            for c in p.candidates:
-                try:
-                    ok = probe._selectable(inp, rd, c, info.node)
-                except AllocationError:
-                    ok = False
-                if ok:
-                    out.append(c.id)
+    out = [c.id for c in probe.matching(inp, spec, pools, info.node)]
     if len(m.matching) > _MAX_MATCHES:
         m.matching.clear()
         m.shareable.clear()

@@ -1436,38 +1436,23 @@ def _count_devices(
 ) -> tuple[int, int, str]:
     """(devices on the node matching the request's class and selectors, how many of them are free, a note on
     the unallocated ones a device taint the request does not tolerate keeps from being free)."""
-    from plugins.dra.allocator import _Req
-
-    cls = probe.classes.get(spec.device_class_name)
-    if cls is None:
-        return 0, 0, ""
-    rd = _Req(spec, cls, 0, [], bool(spec.admin_access), dict(spec.capacity))
     matching = free = tainted = 0
     first_taint = None
-    for p in pools:
-        if p.incomplete or p.invalid:
-            continue
-        for c in p.candidates:
-            try:
-                ok = probe._selectable(inp, rd, c, node.node)
-            except AllocationError:
-                ok = False
-            if not ok:
+    for c in probe.matching(inp, spec, pools, node.node):
+        matching += 1
+        if not probe.ledger.is_allocated(c.id) and (
+            c.device.allow_multiple_allocations or not probe.ledger.has_shares(c.id)
+        ):
+            t = (
+                untolerated_taint((*c.device.taints, *c.rule_taints), spec.tolerations)
+                if probe.features.device_taints
+                else None
+            )
+            if t is not None:
+                tainted += 1
+                first_taint = first_taint or t
                 continue
-            matching += 1
-            if not probe.ledger.is_allocated(c.id) and (
-                c.device.allow_multiple_allocations or not probe.ledger.has_shares(c.id)
-            ):
-                t = (
-                    untolerated_taint((*c.device.taints, *c.rule_taints), spec.tolerations)
-                    if probe.features.device_taints
-                    else None
-                )
-                if t is not None:
-                    tainted += 1
-                    first_taint = first_taint or t
-                    continue
-                free += 1
+            free += 1
     note = f", {tainted} tainted ({describe_taint(first_taint)} not tolerated)" if first_taint is not None else ""
     return matching, free, note
 

@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 from scheduler.cache import Cache, NodeInfo, Snapshot
 from scheduler.config import PluginRef, Profile, SchedulerConfig
 from scheduler.framework.helpers import default_normalize_score, max_normalization, max_normalized
-from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, QueuedPodInfo, Status
+from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
 from scheduler.framework.registry import PluginSpec, default_registry
 from scheduler.memapi import InMemoryAPI
 from scheduler.model import Pod, pod_from
 from scheduler.scheduler import Scheduler
 from scheduler.simulate import simulate
+from tests.test_framework import Binder, Sorter  # the trivial QueueSort and Bind plugins
 
 MODES = ("batch", "memo", "off")
 
@@ -48,20 +49,6 @@ class World:
         self.fit[name], self.static[name], self.peak[name] = fit, static, peak
         self.version[name] += 1
         self.log.append(name)
-
-
-class Sorter:
-    name: ClassVar[str] = "Sorter"
-
-    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return a.timestamp < b.timestamp
-
-
-class Binder:
-    name: ClassVar[str] = "Binder"
-
-    async def bind(self, state: CycleState, pod: Pod, node: str, api: Any) -> Status:
-        return Status.ok()
 
 
 class Fits:

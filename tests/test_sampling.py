@@ -6,31 +6,18 @@ its cost does not grow with the number of nodes."""
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from scheduler.cache import Cache, NodeInfo
 from scheduler.config import PluginRef, Profile, SchedulerConfig
-from scheduler.framework.interface import CycleState, QueuedPodInfo, Status
+from scheduler.framework.interface import CycleState, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.memapi import InMemoryAPI
 from scheduler.model import Pod, pod_from
 from scheduler.scheduler import Scheduler, num_feasible_nodes_to_find
-
-
-class Sorter:
-    name: ClassVar[str] = "Sorter"
-
-    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return a.timestamp < b.timestamp
-
-
-class Binder:
-    name: ClassVar[str] = "Binder"
-
-    async def bind(self, state: CycleState, pod: Pod, node: str, api: Any) -> Status:
-        return Status.ok()
+from tests.test_framework import Binder, Sorter  # the trivial QueueSort and Bind plugins
 
 
 class Counting:

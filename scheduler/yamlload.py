@@ -411,10 +411,6 @@ def _json_shape(text: str) -> tuple[bytes, int]:
     return shape.replace(b":", b""), shape.count(b":")
 
 
-def _json_brackets(text: str) -> bytes:
-    return _json_shape(text)[0]
-
-
 def _nesting_below(brackets: bytes, limit: int) -> bool:
     """Whether balanced ``brackets`` nest fewer than ``limit`` levels deep: innermost pairs removed level by
     level (C-speed passes, at most ``limit``)."""
@@ -427,11 +423,6 @@ def _nesting_below(brackets: bytes, limit: int) -> bool:
             return False  # not balanced: not JSON
         rest = shorter
     return not rest
-
-
-def _json_nesting_below(text: str, limit: int) -> bool:
-    """Whether the JSON text nests its arrays/objects fewer than ``limit`` levels deep."""
-    return _nesting_below(_json_brackets(text), limit)
 
 
 def _load_json(text: str) -> list[Document] | None:

@@ -14,7 +14,15 @@ import random
 
 import pytest
 
-from scheduler.yamlload import MAX_DEPTH, _json_brackets, _json_nesting_below, _json_shape, _load_json, load_documents
+from scheduler.yamlload import MAX_DEPTH, _json_shape, _load_json, _nesting_below, load_documents
+
+
+def _json_brackets(text: str) -> bytes:
+    return _json_shape(text)[0]
+
+
+def _json_nesting_below(text: str, limit: int) -> bool:
+    return _nesting_below(_json_brackets(text), limit)
 
 
 def _reference_members(text: str) -> int:

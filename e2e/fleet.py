@@ -431,6 +431,16 @@ def device_slice(node: JSON, driver: str, devices: Sequence[JSON], fleet: str) -
                      "devices": [dict(d) for d in devices]}}
 
 
+def watch_events(resp: http.client.HTTPResponse, stop: threading.Event) -> Iterator[JSON]:
+    """The events of a watch response (one JSON object per line) until the stream ends or ``stop`` is set."""
+    while not stop.is_set():
+        line = resp.readline()
+        if not line:
+            return
+        if line.strip():
+            yield json.loads(line)
+
+
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
     """Poll ``pred`` until it returns something truthy; raise TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout
@@ -799,13 +809,7 @@ class Recorder:
                 if resp.status != 200:
                     self.error = f"watch {self.kind}: HTTP {resp.status}: {resp.read()[:300]!r}"
                     return
-                while not self._stop.is_set():
-                    line = resp.readline()
-                    if not line:
-                        break
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
+                for ev in watch_events(resp, self._stop):
                     obj = ev.get("object") or {}
                     if ev.get("type") == "ERROR":
                         self.error = f"watch {self.kind}: {obj.get('message')}"

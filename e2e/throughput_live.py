@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
-import json
 import os
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
-from e2e.fleet import JSON, KINDS, Kube, KubeError, allocated_devices, wait_for
+from e2e.fleet import JSON, KINDS, Kube, KubeError, allocated_devices, wait_for, watch_events
 from e2e.throughput_report import (
     AuditEntry,
     cores_between,
@@ -247,13 +246,7 @@ class PodWatch:
                     self.errors.append(f"HTTP {resp.status}: {resp.read()[:200]!r}")
                     time.sleep(0.2)
                     continue
-                while not self._stop.is_set():
-                    line = resp.readline()
-                    if not line:
-                        break
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
+                for ev in watch_events(resp, self._stop):
                     now = time.monotonic()
                     obj = ev.get("object") or {}
                     if ev.get("type") == "ERROR":  # e.g. 410 Gone: relist

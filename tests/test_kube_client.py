@@ -13,6 +13,8 @@ from scheduler.kube.client import KubeConnection, LiveAPI, TokenBucket, Unreacha
 from scheduler.kube.resources import PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA, PODGROUP_X
 from tests.fake_apiserver import FakeAPIServer
 
+EVENT_LOOPS = ("asyncio", "uvloop")  # tests/conftest.py runs every test here on both (run uses uvloop)
+
 
 @pytest.fixture
 async def api(server: FakeAPIServer) -> AsyncIterator[LiveAPI]:

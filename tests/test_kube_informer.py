@@ -17,6 +17,9 @@ from tests.fake_apiserver import FakeAPIServer, eventually
 FAST = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": (30.0, 30.0)}
 
 
+EVENT_LOOPS = ("asyncio", "uvloop")  # tests/conftest.py runs every test here on both (run uses uvloop)
+
+
 @pytest.fixture
 async def conn(server: FakeAPIServer) -> AsyncIterator[KubeConnection]:
     c = KubeConnection(server.url, qps=0)

@@ -3,8 +3,8 @@
 * Connection settings come from kubectl's loading rules (``--kubeconfig``, else ``$KUBECONFIG`` merged,
   else ``~/.kube/config``, else the in-cluster service account; ``--context``), resolved by
   :mod:`scheduler.kube.kubeconfig` and read with kubernetes-asyncio's loaders (auth plugins, cert files);
-  requests then go out as raw JSON over one aiohttp session (no generated models: they drop unknown fields
-  and are ~30x slower to decode).
+  requests then go out as raw JSON over :mod:`scheduler.kube.http`, a lean HTTP/1.1 client with a keep-alive
+  pool (no generated models: they drop unknown fields and are ~30x slower to decode).
 * ``wait_reachable`` probes ``/version`` at start-up with a capped backoff for a bounded time (``run
   --connect-timeout``): a scheduler pointed at no API server says so and exits non-zero.
 * Every request, watches included, passes a client-side token bucket (``--qps``/``--burst``) that serves
@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import datetime as dt
@@ -44,11 +45,11 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-import aiohttp
 import structlog
 
 from scheduler.api import ApiError, Conflict, Invalid, NotFound, Obj, write_sequence
 from scheduler.kube.events import EventRecorder
+from scheduler.kube.http import ConnectFailed, ExchangeFailed, HttpClient, Stream, TransportError
 from scheduler.kube.resources import ALTERNATIVES, OPTIONAL, POD, Resource, dumps, loads, resource_for
 
 log = structlog.get_logger("dra_scheduler.kube")
@@ -364,7 +365,8 @@ TokenSource = Callable[[], Awaitable[str | None]]
 
 
 class KubeConnection:
-    """One aiohttp session to the API server, with authentication and the rate limiter."""
+    """One keep-alive connection pool to the API server (:class:`~scheduler.kube.http.HttpClient`), with
+    authentication and the rate limiter."""
 
     def __init__(
         self,
@@ -390,10 +392,11 @@ class KubeConnection:
         self.requests: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._ssl = ssl_context
         self._token = token
-        self._basic = aiohttp.BasicAuth(*basic_auth) if basic_auth else None
+        self._basic_auth = basic_auth
+        self._basic = "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode() if basic_auth else None
         self._server_hostname = server_hostname
         self._user_agent = user_agent
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._background: list[asyncio.Task[Any]] = []
         # set by from_kubeconfig: the endpoint and credentials for other clients (kopf) of the same cluster
         self.login: Callable[[], Awaitable[dict[str, Any]]] | None = None
@@ -513,7 +516,7 @@ class KubeConnection:
             self.host,
             ssl_context=self._ssl,
             token=self._token,
-            basic_auth=(self._basic.login, self._basic.password) if self._basic is not None else None,
+            basic_auth=self._basic_auth,
             server_hostname=self._server_hostname,
             qps=self.limiter.qps,
             burst=self.limiter.burst,
@@ -531,28 +534,23 @@ class KubeConnection:
         await self.limiter.acquire()
         headers = await self._headers(None)
         try:
-            async with self.session.get(
-                self.host + "/version",
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=max(timeout, 0.05)),
-                auth=self._basic,
-                server_hostname=self._server_hostname,
-            ) as resp:
-                await resp.read()
-                self.requests["get", "version", str(resp.status)] += 1
-                if resp.status == 401:
-                    raise ApiError(
-                        f"the API server at {self.host} rejected the credentials of {self.source or 'this client'} "
-                        "(401 Unauthorized)",
-                        401,
-                    )
-                if resp.status >= 500:
-                    return f"HTTP {resp.status} from {self.host}/version"
-                return ""
-        except aiohttp.ClientConnectorCertificateError as e:
-            raise ApiError(f"TLS verification of the API server at {self.host} failed: {e.certificate_error}", 0) from e
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            status, _, _ = await self.http.request("GET", "/version", headers=headers, timeout=max(timeout, 0.05))
+        except ConnectFailed as e:
+            if e.certificate is not None:
+                raise ApiError(f"TLS verification of the API server at {self.host} failed: {e.certificate}", 0) from e
+            return f"{type(e).__name__}: {e}"
+        except (TransportError, TimeoutError, OSError) as e:
             return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        self.requests["get", "version", str(status)] += 1
+        if status == 401:
+            raise ApiError(
+                f"the API server at {self.host} rejected the credentials of {self.source or 'this client'} "
+                "(401 Unauthorized)",
+                401,
+            )
+        if status >= 500:
+            return f"HTTP {status} from {self.host}/version"
+        return ""
 
     async def wait_reachable(
         self,
@@ -602,11 +600,10 @@ class KubeConnection:
             delay = min(delay * 2, max_delay)
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=100, ssl=self._ssl if self._ssl is not None else False)
-            self._session = aiohttp.ClientSession(connector=connector, headers={"User-Agent": self._user_agent})
-        return self._session
+    def http(self) -> HttpClient:
+        if self._http is None:
+            self._http = HttpClient(self.host, ssl_context=self._ssl, server_hostname=self._server_hostname)
+        return self._http
 
     async def close(self) -> None:
         await self.limiter.close()
@@ -617,18 +614,20 @@ class KubeConnection:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._background.clear()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        h = {"Accept": JSON}
+        h = {"User-Agent": self._user_agent, "Accept": JSON}
         if content_type:
             h["Content-Type"] = content_type
         if self._token is not None:
             tok = await self._token()
             if tok:
                 h["Authorization"] = tok if " " in tok else f"Bearer {tok}"
+        if self._basic is not None and "Authorization" not in h:
+            h["Authorization"] = self._basic
         return h
 
     async def request(
@@ -666,11 +665,11 @@ class KubeConnection:
             try:
                 async with self.inflight.place(priority, critical):
                     status, retry_header, raw = await self._send(method, path, params, data, headers, timeout)
-            except aiohttp.ClientConnectorError as e:  # not sent
+            except ConnectFailed as e:  # not sent
                 self.requests[verb, resource, "error"] += 1
                 if not retry_unsent or attempt >= RETRIES:
                     raise Unreachable(f"{what}: {e}") from e
-            except (aiohttp.ClientError, TimeoutError) as e:
+            except (ExchangeFailed, TimeoutError) as e:
                 self.requests[verb, resource, "error"] += 1
                 if not idempotent or attempt >= RETRIES:
                     raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
@@ -696,42 +695,27 @@ class KubeConnection:
         headers: Mapping[str, str],
         timeout: float | None,
     ) -> tuple[int, str | None, bytes]:
-        """One HTTP exchange: (status, Retry-After header, body). Raises aiohttp's errors (and TimeoutError)."""
-        async with self.session.request(
-            method,
-            self.host + path,
-            params=params,
-            data=data,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout),
-            auth=self._basic,
-            server_hostname=self._server_hostname,
-        ) as resp:
-            return resp.status, resp.headers.get("Retry-After"), await resp.read()
+        """One HTTP exchange: (status, Retry-After header, body). Raises :class:`ConnectFailed` (not sent),
+        :class:`ExchangeFailed` and ``TimeoutError``."""
+        status, got, raw = await self.http.request(
+            method, path, params=params, headers=headers, body=data, timeout=timeout or self.request_timeout
+        )
+        return status, got.get("retry-after"), raw
 
     @contextlib.asynccontextmanager
-    async def stream(
-        self, path: str, params: Mapping[str, str], timeout: float | None = None
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """A streaming GET (watch): the response, its status already checked (error → ApiError)."""
+    async def stream(self, path: str, params: Mapping[str, str], timeout: float | None = None) -> AsyncIterator[Stream]:
+        """A streaming GET (watch): the response, its status already checked (error → ApiError). A broken
+        stream raises :class:`~scheduler.kube.http.ExchangeFailed` from its reads."""
         await self.limiter.acquire()
         _, resource = verb_and_resource("GET", path)
         headers = await self._headers(None)
-        t = aiohttp.ClientTimeout(total=timeout, sock_connect=10)
         try:
-            async with self.session.get(
-                self.host + path,
-                params=params,
-                headers=headers,
-                timeout=t,
-                auth=self._basic,
-                server_hostname=self._server_hostname,
-            ) as resp:
+            async with self.http.stream(path, params=params, headers=headers, timeout=timeout) as resp:
                 self.requests["watch", resource, str(resp.status)] += 1
                 if resp.status != 200:
-                    raise error_for(resp.status, await resp.read(), f"GET {path} (watch)")
+                    raise error_for(resp.status, await resp.body(), f"GET {path} (watch)")
                 yield resp
-        except aiohttp.ClientConnectorError as e:
+        except ConnectFailed as e:
             self.requests["watch", resource, "error"] += 1
             raise Unreachable(f"GET {path} (watch): {e}") from e
 
@@ -743,10 +727,10 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
-async def iter_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+async def iter_lines(resp: Stream) -> AsyncIterator[bytes]:
     """The lines of a streamed body, however long (a watch event holds a whole object)."""
     buf = bytearray()
-    async for chunk in resp.content.iter_any():
+    async for chunk in resp.iter_any():
         start = len(buf)
         buf += chunk
         i = buf.find(b"\n", start)

@@ -25,11 +25,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import aiohttp
 import structlog
 
 from scheduler.api import ApiError, Obj
 from scheduler.kube.client import KubeConnection, iter_lines
+from scheduler.kube.http import Stream, TransportError
 from scheduler.kube.resources import Resource, loads, object_key, resource_version
 
 log = structlog.get_logger("dra_scheduler.informer")
@@ -77,7 +77,7 @@ class Informer:
         self.resource_version = ""
         self.stats: Counter[str] = Counter()
         self._task: asyncio.Task[None] | None = None
-        self._resp: aiohttp.ClientResponse | None = None
+        self._resp: Stream | None = None
         self._failures = 0
         self._relist_waiters: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
@@ -134,7 +134,7 @@ class Informer:
                 self.stats["gone"] += 1
                 self._log.info("resourceVersion expired; re-listing", resource_version=self.resource_version)
                 self._relist_waiters.append(asyncio.get_running_loop().create_future())
-            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as e:
+            except (ApiError, TransportError, TimeoutError, ValueError) as e:
                 self._relist_waiters[:0] = waiters
                 self.stats["errors"] += 1
                 self._failures += 1
@@ -255,7 +255,7 @@ class Informer:
             if e.status == 410:
                 raise Gone(str(e)) from e
             raise
-        except (aiohttp.ClientError, ValueError):
+        except (TransportError, ValueError):
             if self._relist_waiters:  # we closed the stream to re-list
                 return
             raise

@@ -151,11 +151,14 @@ gen_pki() {
 write_configs() {
   TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
   SCHEDULER_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  DRA_SCHEDULER_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
   # static bearer tokens: user e2e-admin in system:masters (bypasses RBAC); user system:kube-scheduler for
   # the upstream kube-scheduler (bound by the bootstrap roles system:kube-scheduler and
-  # system:volume-scheduler, as on a real control plane)
+  # system:volume-scheduler, as on a real control plane); user dra-scheduler, no roles until a test binds
+  # some (e2e/throughput_live.py scheduler_identity): both schedulers authenticate the same way
   { printf '%s,e2e-admin,e2e-admin,"system:masters"\n' "$TOKEN"
     printf '%s,system:kube-scheduler,system:kube-scheduler\n' "$SCHEDULER_TOKEN"
+    printf '%s,dra-scheduler,dra-scheduler\n' "$DRA_SCHEDULER_TOKEN"
   } > "$RUN/tokens.csv"
   SERVER=https://127.0.0.1:$APISERVER_PORT
   local ca; ca=$(base64 -w0 < "$RUN/pki/ca.crt")
@@ -194,6 +197,7 @@ KUBECONFIG=$RUN/kubeconfig
 E2E_SERVER=$SERVER
 E2E_TOKEN=$TOKEN
 E2E_SCHEDULER_TOKEN=$SCHEDULER_TOKEN
+E2E_DRA_SCHEDULER_TOKEN=$DRA_SCHEDULER_TOKEN
 E2E_CA_FILE=$RUN/pki/ca.crt
 ETCD_PORT=$ETCD_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT

@@ -21,8 +21,8 @@ Events are deleted and the next round waits until no claim holds a device. Every
 bound, no device allocated twice, the invariants of ``e2e.fleet.check_state``.
 
 Figures (defined in :mod:`e2e.throughput_report`): pods/s, first/median/p90 bind, writes and Events per
-pod from the audit log (dra-scheduler runs under its own client certificate, user ``dra-scheduler``, with
-kube-scheduler's RBAC path and priority level; kube-scheduler as ``system:kube-scheduler``), the scheduler
+pod from the audit log (dra-scheduler runs as user ``dra-scheduler`` with a static token of its own, like
+kube-scheduler as ``system:kube-scheduler``, and with kube-scheduler's RBAC path and priority level), the scheduler
 process's CPU-seconds and pods per CPU-second, the cores used by each component and by other processes on
 this shared machine; at the end the medians per scheduler, the ratios ours/theirs, what bounds the
 created-while-running mode, and one round per scheduler without the audit log (kube-apiserver restarted

@@ -11,7 +11,6 @@ import contextlib
 import http.client
 import os
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
+from e2e.cluster import _parse_env_file
 from e2e.fleet import JSON, KINDS, Kube, KubeError, allocated_devices, wait_for, watch_events
 from e2e.throughput_report import (
     AuditEntry,
@@ -97,23 +97,23 @@ class CpuSnapshot:
 
 
 def scheduler_identity(kube: Kube, run_dir: str, server: str, user: str = "dra-scheduler") -> str:
-    """A kubeconfig for ``user`` (a client certificate signed by the run dir's CA, CN=``user``, no group), the
+    """A kubeconfig for ``user`` (the static bearer token e2e/cluster.sh wrote for it in tokens.csv), the
     ClusterRoleBinding of ``cluster-admin`` to it, and a FlowSchema putting it on kube-scheduler's priority
     level (``workload-high``, matching precedence 800, as the built-in FlowSchema ``kube-scheduler``): both
-    schedulers then pass RBAC authorization and API Priority and Fairness the same way, and the audit log
-    names each one's requests. Returns the kubeconfig's path."""
+    schedulers then authenticate, pass RBAC authorization and API Priority and Fairness the same way, and the
+    audit log names each one's requests. Returns the kubeconfig's path.
+
+    A token, not a client certificate, as kube-scheduler's own kubeconfig: kube-apiserver verifies a client
+    certificate's chain on every request (k8s.io/apiserver v0.37.2 pkg/authentication/request/x509/x509.go,
+    ``PeerCertificates[0].Verify`` per request, no cache), and with an ECDSA CA that was 12% of its CPU in a
+    profile of our round (0.75 of 6.15 s) -- a cost kube-scheduler's token never paid. In a cluster both run
+    on ServiceAccount tokens, which the token authenticator caches."""
+    token = _parse_env_file(Path(run_dir) / "cluster.env").get("E2E_DRA_SCHEDULER_TOKEN", "")
+    if user != "dra-scheduler" or not token:
+        raise RuntimeError(f"no static token for {user} in {run_dir}/cluster.env: start the cluster again")
     d = Path(run_dir) / "throughput"
     d.mkdir(parents=True, exist_ok=True)
-    pki = Path(run_dir) / "pki"
-    key, csr, crt = d / f"{user}.key", d / f"{user}.csr", d / f"{user}.crt"
-    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={user}"], check=True, capture_output=True)
-    ext = d / f"{user}.ext"
-    ext.write_text("extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n")
-    subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(pki / "ca.crt"), "-CAkey",
-                    str(pki / "ca.key"), "-CAcreateserial", "-CAserial", str(d / "ca.srl"), "-days", "30",
-                    "-extfile", str(ext), "-out", str(crt)], check=True, capture_output=True)
-    ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
+    ca = base64.b64encode((Path(run_dir) / "pki" / "ca.crt").read_bytes()).decode()
     kc = d / f"{user}.kubeconfig"
     kc.write_text(f"""apiVersion: v1
 kind: Config
@@ -125,8 +125,7 @@ clusters:
 users:
 - name: {user}
   user:
-    client-certificate: {crt}
-    client-key: {key}
+    token: {token}
 contexts:
 - name: {user}
   context:

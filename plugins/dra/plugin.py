@@ -95,7 +95,7 @@ from plugins.dra.allocator import (
     gather_pools,
 )
 from plugins.dra.capacity import DeviceDemand, device_room, member_demands
-from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, get_engine
+from plugins.dra.cel import DeviceInput, SelectorCache, available_engines, engine_available, get_engine
 from plugins.dra.extended import (
     EXTENDED_CLAIM_ANNOTATION,
     SPECIAL_CLAIM_NAME,
@@ -1461,7 +1461,7 @@ def _validate(args: Mapping[str, Any], path: str) -> list[str]:
     errors = []
     for k, v in args.items():
         if k == "celEngine":
-            if v not in available_engines():
+            if not isinstance(v, str) or not engine_available(v):
                 errors.append(
                     f"{path}.celEngine: unknown or unavailable CEL engine {v!r} (available: "
                     f"{', '.join(available_engines())})"

@@ -56,6 +56,7 @@ from plugins.topology.graph import (
     TopologyInputError,
     node_inputs,
     parse_profile,
+    prewarm_networkx,
     topology_from_inputs,
 )
 from plugins.topology.scoring import SubsetTable, Value, best_set_value, describe, table_for
@@ -239,6 +240,7 @@ class GpuTopology:
         self._pending_events: list[tuple[Node, str]] = []
         self._snapshot: Snapshot | None = None
         self.stats = {"views": 0, "topologies": 0, "orders": 0, "problems": 0}
+        prewarm_networkx()
 
     # --- models ---------------------------------------------------------------------------------------------
 

@@ -460,9 +460,11 @@ class FakeAPIServer:
                 if remaining <= 0:
                     break
                 try:
-                    what, ev = await asyncio.wait_for(w.queue.get(), remaining)
+                    what, ev = await asyncio.wait_for(w.queue.get(), min(remaining, 0.05))
                 except TimeoutError:
-                    break
+                    if request.transport is None or request.transport.is_closing():
+                        break  # the client went away (aiohttp does not cancel the handler): the watch ends
+                    continue
                 if what == "close":
                     break
                 if what == "abort":

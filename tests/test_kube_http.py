@@ -403,6 +403,64 @@ async def test_stream_timeout_bounds_the_whole_exchange() -> None:
         await c.close()
 
 
+async def test_stream_takes_the_idle_connection_a_list_just_used() -> None:
+    """An informer lists, then watches: the watch goes on the kept-alive connection of the list (no second TLS
+    handshake), and that connection is not pooled again once the stream ends."""
+    seen: list[str] = []
+
+    async def h(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        line, _, _ = await read_request(reader)
+        seen.append(f"{n} {line.split()[1]}")
+        writer.write(answer(b'{"items": []}'))
+        await writer.drain()
+        line, _, _ = await read_request(reader)
+        seen.append(f"{n} {line.split()[1]}")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nev\n\r\n0\r\n\r\n")
+        await writer.drain()
+
+    async with serve(h) as (url, _):
+        c = HttpClient(url)
+        await c.request("GET", "/api/v1/pods", headers={}, timeout=5)
+        async with c.stream("/api/v1/pods", params={"watch": "1"}, headers={}, timeout=5) as s:
+            assert await s.body() == b"ev\n"
+        assert c.connects == 1 and c.idle == 0
+        await c.close()
+    assert seen == ["1 /api/v1/pods", "1 /api/v1/pods?watch=1"]
+
+
+async def test_stream_on_a_reused_connection_lost_before_an_answer_is_sent_again_once() -> None:
+    async def h(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await read_request(reader)
+        if n == 1:
+            writer.write(answer(b"{}"))
+            await writer.drain()
+            await read_request(reader)  # the watch on the kept-alive connection: hang up without an answer
+            writer.transport.abort()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nok\n\r\n0\r\n\r\n")
+        await writer.drain()
+
+    async with serve(h) as (url, _):
+        c = HttpClient(url)
+        await c.request("GET", "/x", headers={}, timeout=5)
+        async with c.stream("/w", headers={}, timeout=5) as s:
+            assert await s.body() == b"ok\n"
+        assert c.connects == 2
+        await c.close()
+
+
+async def test_close_ends_open_streams() -> None:
+    gate = asyncio.Event()
+    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as (url, _):
+        c = HttpClient(url)
+        async with c.stream("/w", headers={}, timeout=5) as s:
+            assert await s.read() == b"a\n"
+            await c.close()  # shutting the client down reaches a stream in progress
+            with pytest.raises(ExchangeFailed):
+                await s.read()
+        gate.set()
+
+
 def test_url_forms() -> None:
     c = HttpClient("https://[::1]:6443/k8s/clusters/c-1")
     assert (c.host, c.port, c.host_header, c.prefix, c.https) == ("::1", 6443, "[::1]:6443", "/k8s/clusters/c-1", True)

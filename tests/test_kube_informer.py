@@ -228,10 +228,12 @@ async def test_resync_relists(server: FakeAPIServer, conn: KubeConnection) -> No
     inf.start()
     await asyncio.wait_for(inf.synced.wait(), 5)
     await eventually(lambda: len(server.watches) == 1)
+    first = server.watches[0]
     server.remove("Pod", "default", "a", silent=True)
     await asyncio.wait_for(inf.resync(), 5)
     assert cache.pod("default/a") is None and inf.stats["relists"] == 1
-    await eventually(lambda: len(server.watches) == 1)
+    # the old watch was closed (the fake server ends a watch whose client went away) and a new one is open
+    await eventually(lambda: len(server.watches) == 1 and server.watches[0] is not first)
     await inf.stop()
 
 

@@ -1,7 +1,8 @@
 """Live throughput, side by side with kube-scheduler 1.37.2 (issue #16, item 5): ``make throughput``.
 
     python -m e2e.throughput [--rounds 2] [--plan api:precreated,cpu:precreated,cpu:running]
-                             [--audit-check cpu:precreated|none] [--pods 1000] [--nodes 200] [--keep]
+                             [--audit-check cpu:precreated|none] [--audit-rounds 1] [--pods 1000] [--nodes 200]
+                             [--keep]
 
 One local control plane (own run dir, free ports) with the API server's audit log on (``E2E_AUDIT_LOG=1``),
 200 kwok nodes x 8 H100 (the NVIDIA driver's ResourceSlices), and per round 1,000 one-GPU pods whose claims
@@ -271,8 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", type=parse_plan, default=parse_plan("api:precreated,cpu:precreated,cpu:running"),
                     help="(regime, mode) pairs in order: api|cpu : precreated|running")
     ap.add_argument("--audit-check", default="cpu:precreated",
-                    help="after the main rounds, restart kube-apiserver without the audit log and run one round "
-                         "per scheduler in this (regime, mode); 'none' skips it")
+                    help="after the main rounds, restart kube-apiserver without the audit log and run --audit-rounds "
+                         "rounds per scheduler in this (regime, mode); 'none' skips it")
+    ap.add_argument("--audit-rounds", type=int, default=1,
+                    help="rounds per scheduler in the --audit-check (regime, mode) without the audit log")
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--gpus-per-node", type=int, default=8)
@@ -319,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.restart_apiserver(rd, env={"E2E_AUDIT_LOG": "0"})
             b.audit = None
             wait_for(lambda: cluster.status(rd)[0], 120, "every component ready again")
-            rounds_of(b, *audit_check, 1, False, results)
+            rounds_of(b, *audit_check, args.audit_rounds, False, results)
 
         print("\n=== every round (times in seconds after start; machine/others: cores in use)")
         print(ROUND_HEADER)

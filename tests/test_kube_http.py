@@ -66,6 +66,11 @@ async def serve(handler: Handler) -> AsyncIterator[tuple[str, list[str]]]:
         server.close()
 
 
+async def fetch(c: HttpClient, method: str = "GET", path: str = "/x", body: bytes | None = None) -> bytes:
+    """The body of one answer (a 5 s timeout, no headers)."""
+    return (await c.request(method, path, headers={}, body=body, timeout=5))[2]
+
+
 def keepalive_handler(seen: list[str] | None = None) -> Handler:
     async def h(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
         while True:
@@ -135,8 +140,8 @@ async def test_chunked_answer_is_decoded() -> None:
 
     async with serve(h) as (url, _):
         c = HttpClient(url)
-        assert (await c.request("GET", "/x", headers={}, timeout=5))[2] == b"hello world"
-        assert (await c.request("GET", "/y", headers={}, timeout=5))[2] == b"again"
+        assert await fetch(c) == b"hello world"
+        assert await fetch(c, path="/y") == b"again"
         assert c.connects == 1
         await c.close()
 
@@ -150,7 +155,7 @@ async def test_connection_close_answer_is_not_pooled() -> None:
     async with serve(h) as (url, _):
         c = HttpClient(url)
         for _ in range(2):
-            assert (await c.request("GET", "/x", headers={}, timeout=5))[2] == b"bye"
+            assert await fetch(c) == b"bye"
         assert c.connects == 2 and c.idle == 0
         await c.close()
 
@@ -163,9 +168,9 @@ async def test_connection_the_server_closed_while_idle_is_not_reused() -> None:
 
     async with serve(h) as (url, _):
         c = HttpClient(url)
-        assert (await c.request("POST", "/x", headers={}, body=b"{}", timeout=5))[2] == b"1"
+        assert await fetch(c, "POST", body=b"{}") == b"1"
         await asyncio.sleep(0.05)  # the FIN arrives: connection_lost marks the pooled connection closed
-        assert (await c.request("POST", "/x", headers={}, body=b"{}", timeout=5))[2] == b"2"
+        assert await fetch(c, "POST", body=b"{}") == b"2"
         assert c.connects == 2
         await c.close()
 
@@ -193,8 +198,8 @@ def hang_up_on_second_request() -> Handler:
 async def test_reused_connection_lost_before_an_answer_retries_a_get_once() -> None:
     async with serve(hang_up_on_second_request()) as (url, _):
         c = HttpClient(url)
-        assert (await c.request("GET", "/x", headers={}, timeout=5))[2] == b"1"
-        assert (await c.request("GET", "/x", headers={}, timeout=5))[2] == b"2"
+        assert await fetch(c) == b"1"
+        assert await fetch(c) == b"2"
         assert c.connects == 2
         await c.close()
 
@@ -204,7 +209,7 @@ async def test_reused_connection_lost_before_an_answer_does_not_resend_a_write()
     :class:`~scheduler.kube.client.KubeConnection` raises Unreachable and the binder settles the outcome)."""
     async with serve(hang_up_on_second_request()) as (url, _):
         c = HttpClient(url)
-        assert (await c.request("POST", "/x", headers={}, body=b"{}", timeout=5))[2] == b"1"
+        assert await fetch(c, "POST", body=b"{}") == b"1"
         with pytest.raises(ExchangeFailed, match="before a complete answer"):
             await c.request("POST", "/x", headers={}, body=b"{}", timeout=5)
         assert c.connects == 1 and c.idle == 0
@@ -247,7 +252,7 @@ async def test_timeout_drops_the_connection() -> None:
         with pytest.raises(TimeoutError):
             await c.request("GET", "/x", headers={}, timeout=0.2)
         assert c.idle == 0  # its state is unknown: a late answer must not become the next request's answer
-        assert (await c.request("GET", "/x", headers={}, timeout=5))[2] == b"ok"
+        assert await fetch(c) == b"ok"
         assert c.connects == 2
         await c.close()
 

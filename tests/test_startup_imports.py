@@ -26,24 +26,28 @@ def run_python(code: str, **env: str) -> dict[str, object]:
 FAST = "cel-expr-python" in available_engines()
 
 
-@pytest.mark.skipif(not FAST, reason="cel-expr-python has no wheel for this platform: cel-python is the default")
-def test_default_engine_does_not_import_the_fallback() -> None:
-    """get_engine() takes the first importable engine and leaves cel-python (its lark grammar, ~0.08 s) alone."""
-    got = run_python(
-        "import sys, json\nfrom plugins.dra.cel import get_engine\ne = get_engine()\n"
-        "print(json.dumps({'engine': type(e).__name__, 'celpy': 'celpy' in sys.modules}))",
-        DRA_SCHEDULER_CEL_ENGINE="",
-    )
-    assert got == {"engine": "_CelExprPythonEngine", "celpy": False}
+ENGINE_PROBE = (
+    "import sys, json\nfrom plugins.dra.cel import get_engine\ne = get_engine()\n"
+    "print(json.dumps({'engine': type(e).__name__, 'celpy': 'celpy' in sys.modules}))"
+)
 
 
-def test_the_fallback_engine_is_still_chosen_by_name() -> None:
-    got = run_python(
-        "import sys, json\nfrom plugins.dra.cel import get_engine\ne = get_engine()\n"
-        "print(json.dumps({'engine': type(e).__name__, 'celpy': 'celpy' in sys.modules}))",
-        DRA_SCHEDULER_CEL_ENGINE="cel-python",
-    )
-    assert got == {"engine": "_CelPythonEngine", "celpy": True}
+@pytest.mark.parametrize(
+    ("env", "engine", "celpy"),
+    [
+        # get_engine() takes the first importable engine and leaves cel-python (its lark grammar, ~0.08 s) alone
+        pytest.param(
+            "",
+            "_CelExprPythonEngine",
+            False,
+            marks=pytest.mark.skipif(not FAST, reason="no cel-expr-python wheel here: cel-python is the default"),
+        ),
+        ("cel-python", "_CelPythonEngine", True),  # the fallback is still chosen by name
+    ],
+)
+def test_only_the_chosen_cel_engine_is_imported(env: str, engine: str, celpy: bool) -> None:
+    got = run_python(ENGINE_PROBE, DRA_SCHEDULER_CEL_ENGINE=env)
+    assert got == {"engine": engine, "celpy": celpy}
 
 
 def test_cel_engine_argument_is_validated_one_engine_at_a_time() -> None:

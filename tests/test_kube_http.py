@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -46,10 +48,9 @@ def answer(body: bytes = b"{}", status: str = "200 OK", extra: str = "") -> byte
 
 
 @contextlib.asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[tuple[str, list[str]]]:
+async def serve(handler: Handler) -> AsyncIterator[str]:
     """A server on a free port; ``handler(reader, writer, connection number)`` runs per connection. Yields
-    (URL, request lines seen)."""
-    seen: list[str] = []
+    its URL."""
     count = [0]
 
     async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -61,7 +62,7 @@ async def serve(handler: Handler) -> AsyncIterator[tuple[str, list[str]]]:
     server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}", seen
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.close()
 
@@ -85,7 +86,7 @@ def keepalive_handler(seen: list[str] | None = None) -> Handler:
 
 async def test_requests_reuse_one_kept_alive_connection() -> None:
     seen: list[str] = []
-    async with serve(keepalive_handler(seen)) as (url, _):
+    async with serve(keepalive_handler(seen)) as url:
         c = HttpClient(url)
         for _ in range(3):
             status, headers, body = await c.request("GET", "/api/v1/pods", headers={}, timeout=5)
@@ -103,7 +104,7 @@ async def test_request_line_headers_body_and_query_encoding() -> None:
         writer.write(answer())
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url + "/prefix/")
         await c.request(
             "PUT",
@@ -138,7 +139,7 @@ async def test_chunked_answer_is_decoded() -> None:
         writer.write(answer(b"again"))
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         assert await fetch(c) == b"hello world"
         assert await fetch(c, path="/y") == b"again"
@@ -152,7 +153,7 @@ async def test_connection_close_answer_is_not_pooled() -> None:
         writer.write(answer(b"bye", extra="Connection: close\r\n"))
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         for _ in range(2):
             assert await fetch(c) == b"bye"
@@ -166,7 +167,7 @@ async def test_connection_the_server_closed_while_idle_is_not_reused() -> None:
         writer.write(answer(b"%d" % n))  # keep-alive answer, then the server hangs up while idle
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         assert await fetch(c, "POST", body=b"{}") == b"1"
         await asyncio.sleep(0.05)  # the FIN arrives: connection_lost marks the pooled connection closed
@@ -196,7 +197,7 @@ def hang_up_on_second_request() -> Handler:
 
 
 async def test_reused_connection_lost_before_an_answer_retries_a_get_once() -> None:
-    async with serve(hang_up_on_second_request()) as (url, _):
+    async with serve(hang_up_on_second_request()) as url:
         c = HttpClient(url)
         assert await fetch(c) == b"1"
         assert await fetch(c) == b"2"
@@ -207,7 +208,7 @@ async def test_reused_connection_lost_before_an_answer_retries_a_get_once() -> N
 async def test_reused_connection_lost_before_an_answer_does_not_resend_a_write() -> None:
     """The server may have acted on a PUT/POST it read: it is reported, not sent again (the caller decides:
     :class:`~scheduler.kube.client.KubeConnection` raises Unreachable and the binder settles the outcome)."""
-    async with serve(hang_up_on_second_request()) as (url, _):
+    async with serve(hang_up_on_second_request()) as url:
         c = HttpClient(url)
         assert await fetch(c, "POST", body=b"{}") == b"1"
         with pytest.raises(ExchangeFailed, match="before a complete answer"):
@@ -221,10 +222,10 @@ async def test_fresh_connection_lost_is_not_retried_even_for_a_get() -> None:
         await read_request(reader)
         writer.transport.abort()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         with pytest.raises(ExchangeFailed):
-            await c.request("GET", "/x", headers={}, timeout=5)
+            await fetch(c)
         assert c.connects == 1
         await c.close()
 
@@ -236,7 +237,7 @@ async def test_refused_connection_is_connect_failed() -> None:
     await server.wait_closed()
     c = HttpClient(f"http://127.0.0.1:{port}")
     with pytest.raises(ConnectFailed, match="cannot connect"):
-        await c.request("GET", "/x", headers={}, timeout=5)
+        await fetch(c)
 
 
 async def test_timeout_drops_the_connection() -> None:
@@ -247,7 +248,7 @@ async def test_timeout_drops_the_connection() -> None:
         writer.write(answer(b"late" if n == 1 else b"ok"))
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         with pytest.raises(TimeoutError):
             await c.request("GET", "/x", headers={}, timeout=0.2)
@@ -259,14 +260,14 @@ async def test_timeout_drops_the_connection() -> None:
 
 async def test_idle_connection_older_than_keepalive_is_closed_not_reused() -> None:
     now = [0.0]
-    async with serve(keepalive_handler()) as (url, _):
+    async with serve(keepalive_handler()) as url:
         c = HttpClient(url, keepalive=15.0, clock=lambda: now[0])
-        await c.request("GET", "/x", headers={}, timeout=5)
+        await fetch(c)
         now[0] = 14.0
-        await c.request("GET", "/x", headers={}, timeout=5)
+        await fetch(c)
         assert c.connects == 1
         now[0] = 29.5  # idle 15.5 s since the last answer
-        await c.request("GET", "/x", headers={}, timeout=5)
+        await fetch(c)
         assert c.connects == 2
         await c.close()
 
@@ -278,10 +279,10 @@ async def test_malformed_answer_is_exchange_failed() -> None:
         await writer.drain()
         await asyncio.sleep(1)
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         with pytest.raises(ExchangeFailed, match="malformed"):
-            await c.request("GET", "/x", headers={}, timeout=5)
+            await fetch(c)
         await c.close()
 
 
@@ -293,7 +294,7 @@ async def test_concurrent_requests_open_as_many_connections_and_pool_them() -> N
             writer.write(answer(b"%d" % n))
             await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         got = await asyncio.gather(*(c.request("GET", "/x", headers={}, timeout=5) for _ in range(4)))
         assert sorted(g[2] for g in got) == [b"1", b"2", b"3", b"4"]  # an answer never crosses requests
@@ -323,7 +324,7 @@ def watch_handler(lines: list[bytes], gate: asyncio.Event | None = None) -> Hand
 
 async def test_stream_delivers_chunks_as_they_come_and_ends() -> None:
     gate = asyncio.Event()
-    async with serve(watch_handler([b'{"type":"ADDED"}\n', b'{"type":"MODIFIED"}\n'], gate)) as (url, _):
+    async with serve(watch_handler([b'{"type":"ADDED"}\n', b'{"type":"MODIFIED"}\n'], gate)) as url:
         c = HttpClient(url)
         async with c.stream("/api/v1/pods", params={"watch": "1"}, headers={}, timeout=5) as s:
             assert s.status == 200 and s.headers["content-type"] == "application/json"
@@ -352,7 +353,7 @@ async def test_stream_flow_control_pauses_and_resumes_reading(monkeypatch: pytes
         await writer.drain()
         await done.wait()  # the connection stays open: only flow control can stop the client's reading
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         async with c.stream("/w", headers={}, timeout=5) as s:
             await asyncio.sleep(0.4)  # the server has written everything by now
@@ -367,7 +368,7 @@ async def test_stream_flow_control_pauses_and_resumes_reading(monkeypatch: pytes
 
 async def test_closing_a_stream_makes_its_reader_fail() -> None:
     gate = asyncio.Event()
-    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as (url, _):
+    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as url:
         c = HttpClient(url)
         async with c.stream("/w", headers={}, timeout=5) as s:
             assert await s.read() == b"a\n"
@@ -387,7 +388,7 @@ async def test_stream_cut_by_the_server_fails_its_reader() -> None:
         await writer.drain()
         writer.transport.abort()  # no terminating chunk
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         async with c.stream("/w", headers={}, timeout=5) as s:
             assert await s.read() == b"a\n"
@@ -398,7 +399,7 @@ async def test_stream_cut_by_the_server_fails_its_reader() -> None:
 
 async def test_stream_timeout_bounds_the_whole_exchange() -> None:
     gate = asyncio.Event()
-    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as (url, _):
+    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as url:
         c = HttpClient(url)
         with pytest.raises(TimeoutError):
             async with c.stream("/w", headers={}, timeout=0.3) as s:
@@ -423,7 +424,7 @@ async def test_stream_takes_the_idle_connection_a_list_just_used() -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nev\n\r\n0\r\n\r\n")
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
         await c.request("GET", "/api/v1/pods", headers={}, timeout=5)
         async with c.stream("/api/v1/pods", params={"watch": "1"}, headers={}, timeout=5) as s:
@@ -445,9 +446,9 @@ async def test_stream_on_a_reused_connection_lost_before_an_answer_is_sent_again
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nok\n\r\n0\r\n\r\n")
         await writer.drain()
 
-    async with serve(h) as (url, _):
+    async with serve(h) as url:
         c = HttpClient(url)
-        await c.request("GET", "/x", headers={}, timeout=5)
+        await fetch(c)
         async with c.stream("/w", headers={}, timeout=5) as s:
             assert await s.body() == b"ok\n"
         assert c.connects == 2
@@ -456,7 +457,7 @@ async def test_stream_on_a_reused_connection_lost_before_an_answer_is_sent_again
 
 async def test_close_ends_open_streams() -> None:
     gate = asyncio.Event()
-    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as (url, _):
+    async with serve(watch_handler([b"a\n", b"b\n"], gate)) as url:
         c = HttpClient(url)
         async with c.stream("/w", headers={}, timeout=5) as s:
             assert await s.read() == b"a\n"
@@ -486,3 +487,38 @@ def test_run_uses_uvloop_when_installed_and_the_standard_loop_otherwise(monkeypa
     assert event_loop_factory() is uvloop.new_event_loop
     monkeypatch.setitem(sys.modules, "uvloop", None)  # not installed (Windows)
     assert event_loop_factory() is None
+
+
+@pytest.fixture
+def self_signed(tmp_path: Any) -> ssl.SSLContext:
+    """A server TLS context with a fresh self-signed certificate (that no client trusts)."""
+    key, crt = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(crt), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(crt), str(key))
+    return ctx
+
+
+async def test_untrusted_server_certificate_is_connect_failed_and_probe_gives_up(self_signed: ssl.SSLContext) -> None:
+    """A certificate that fails verification is reported as such (ConnectFailed.certificate), and the start-up
+    probe raises instead of waiting: waiting does not change a certificate."""
+    from scheduler.api import ApiError
+    from scheduler.kube.client import KubeConnection
+
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0, ssl=self_signed)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        with pytest.raises(ConnectFailed) as got:
+            await HttpClient(url, ssl_context=ssl.create_default_context()).request("GET", "/", headers={}, timeout=5)
+        assert got.value.certificate and "certificate" in got.value.certificate
+        conn = KubeConnection(url, ssl_context=ssl.create_default_context(), qps=0)
+        with pytest.raises(ApiError, match=r"TLS verification of the API server at .* failed"):
+            await conn.probe(5)
+        await conn.close()
+    finally:
+        server.close()

@@ -535,11 +535,9 @@ class KubeConnection:
         headers = await self._headers(None)
         try:
             status, _, _ = await self.http.request("GET", "/version", headers=headers, timeout=max(timeout, 0.05))
-        except ConnectFailed as e:
-            if e.certificate is not None:
-                raise ApiError(f"TLS verification of the API server at {self.host} failed: {e.certificate}", 0) from e
-            return f"{type(e).__name__}: {e}"
         except (TransportError, TimeoutError, OSError) as e:
+            if isinstance(e, ConnectFailed) and e.certificate is not None:  # waiting will not change that
+                raise ApiError(f"TLS verification of the API server at {self.host} failed: {e.certificate}", 0) from e
             return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         self.requests["get", "version", str(status)] += 1
         if status == 401:

@@ -255,8 +255,7 @@ class HttpClient:
         self.keepalive = keepalive
         self.clock = clock
         self._idle: list[_Conn] = []
-        self._open: set[_Conn] = set()
-        self._streams: set[_Conn] = set()
+        self._open: set[_Conn] = set()  # every connection not closed yet: pooled, in a request, in a stream
         self.connects = 0  # connections opened (for tests and metrics)
 
     # --- connections -----------------------------------------------------------------------------------------
@@ -302,10 +301,9 @@ class HttpClient:
         return len(self._idle)
 
     async def close(self) -> None:
-        for conn in [*self._open, *self._streams]:
+        for conn in self._open:
             conn.abort()
         self._open.clear()
-        self._streams.clear()
         self._idle.clear()
 
     # --- requests --------------------------------------------------------------------------------------------
@@ -342,27 +340,38 @@ class HttpClient:
         data = self.head(method, self.target(path, params), headers, None if body is None else len(body))
         if body:
             data += body
-        replayable = method in ("GET", "HEAD")
         async with asyncio.timeout(timeout):
-            for attempt in (1, 2):
-                conn = self._take_idle()
-                reused = conn is not None
-                if conn is None:
+            conn = await self._start(data, replayable=method in ("GET", "HEAD"))
+            status, got, raw = conn.status, conn.headers, b"".join(conn.chunks)
+            conn.chunks = []
+            self._release(conn)
+            return status, got, raw
+
+    async def _start(
+        self, data: bytes, *, replayable: bool, stream: bool = False, connect_timeout: float | None = None
+    ) -> _Conn:
+        """Send ``data`` on the most recently used idle connection, or a new one, and wait for the answer (its
+        headers only, for a ``stream``). A reused connection lost before any byte of an answer is replaced
+        once if the request is ``replayable``; a failed, timed-out or cancelled exchange drops its connection."""
+        for attempt in (1, 2):
+            conn = self._take_idle()
+            reused = conn is not None
+            if conn is None:
+                async with asyncio.timeout(connect_timeout):
                     conn = await self._connect()
-                try:
-                    await conn.start(data)
-                except ExchangeFailed:
-                    self._drop(conn)
-                    if reused and replayable and not conn.received and attempt == 1:
-                        continue  # a kept-alive connection the server had closed: Go's transport retries too
-                    raise
-                except BaseException:  # cancelled or timed out: the connection is in an unknown state
-                    self._drop(conn)
-                    raise
-                status, got, raw = conn.status, conn.headers, b"".join(conn.chunks)
-                conn.chunks = []
-                self._release(conn)
-                return status, got, raw
+            if stream:
+                conn.stream = Stream(conn)
+            try:
+                await conn.start(data)
+            except ExchangeFailed:
+                self._drop(conn)
+                if reused and replayable and not conn.received and attempt == 1:
+                    continue  # a kept-alive connection the server had closed: Go's transport retries too
+                raise
+            except BaseException:  # cancelled or timed out: the connection is in an unknown state
+                self._drop(conn)
+                raise
+            return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextlib.asynccontextmanager
@@ -385,31 +394,9 @@ class HttpClient:
         of a live start). Like :meth:`request`, a reused connection lost before any answer is replaced once."""
         data = self.head("GET", self.target(path, params), headers, None)
         async with asyncio.timeout(timeout):
-            for attempt in (1, 2):
-                conn = self._take_idle()
-                reused = conn is not None
-                if conn is None:
-                    async with asyncio.timeout(connect_timeout):
-                        conn = await self._connect()
-                self._open.discard(conn)  # the stream's own now: close() still reaches it below
-                self._streams.add(conn)
-                try:
-                    stream = conn.stream = Stream(conn)
-                    await conn.start(data)  # done once the headers are in
-                except ExchangeFailed:
-                    self._end_stream(conn)
-                    if reused and not conn.received and attempt == 1:
-                        continue
-                    raise
-                except BaseException:
-                    self._end_stream(conn)
-                    raise
-                try:
-                    yield stream
-                finally:
-                    self._end_stream(conn)
-                return
-
-    def _end_stream(self, conn: _Conn) -> None:
-        conn.abort()
-        self._streams.discard(conn)
+            conn = await self._start(data, replayable=True, stream=True, connect_timeout=connect_timeout)
+            assert conn.stream is not None
+            try:
+                yield conn.stream
+            finally:
+                self._drop(conn)  # never pooled

@@ -45,7 +45,8 @@ class ClusterError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """A running control plane. ``token`` is a static bearer token in ``system:masters``."""
+    """A running control plane. ``token`` is a static bearer token in ``system:masters``;
+    ``dra_scheduler_token`` one of user ``dra-scheduler`` (no roles until a test binds some)."""
 
     kubeconfig: str
     server: str
@@ -54,6 +55,7 @@ class ClusterInfo:
     ca_file: str = ""
     bin_dir: str = ""
     k8s_version: str = ""
+    dra_scheduler_token: str = ""
 
     @property
     def kubectl_path(self) -> str:
@@ -172,6 +174,7 @@ def info(run_dir: str | os.PathLike[str] | None = None) -> ClusterInfo:
         ca_file=e["E2E_CA_FILE"],
         bin_dir=e["E2E_BIN_DIR"],
         k8s_version=e["K8S_VERSION"],
+        dra_scheduler_token=e.get("E2E_DRA_SCHEDULER_TOKEN", ""),
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
-from e2e.cluster import _parse_env_file
+from e2e import cluster
 from e2e.fleet import JSON, KINDS, Kube, KubeError, allocated_devices, wait_for, watch_events
 from e2e.throughput_report import (
     AuditEntry,
@@ -108,7 +108,7 @@ def scheduler_identity(kube: Kube, run_dir: str, server: str, user: str = "dra-s
     ``PeerCertificates[0].Verify`` per request, no cache), and with an ECDSA CA that was 12% of its CPU in a
     profile of our round (0.75 of 6.15 s) -- a cost kube-scheduler's token never paid. In a cluster both run
     on ServiceAccount tokens, which the token authenticator caches."""
-    token = _parse_env_file(Path(run_dir) / "cluster.env").get("E2E_DRA_SCHEDULER_TOKEN", "")
+    token = cluster.info(run_dir).dra_scheduler_token
     if user != "dra-scheduler" or not token:
         raise RuntimeError(f"no static token for {user} in {run_dir}/cluster.env: start the cluster again")
     d = Path(run_dir) / "throughput"

@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-bind-address", default="0.0.0.0", help="address of /healthz, /readyz, /metrics")
     run.add_argument("--qps", type=float, default=200.0, help="client-side API request rate limit (<= 0: none)")
     run.add_argument("--burst", type=int, default=400, help="client-side API request burst")
+    run.add_argument(
+        "--max-inflight",
+        type=int,
+        default=256,
+        help="API requests in flight at once, one HTTP/1.1 connection each; watches excepted (<= 0: no limit)",
+    )
     le = run.add_argument_group("leader election (kube-scheduler's flags and defaults)")
     le.add_argument(
         "--leader-elect",
@@ -273,6 +279,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         metrics_host=args.metrics_bind_address,
         qps=args.qps,
         burst=args.burst,
+        max_inflight=args.max_inflight,
         podgroup_controller=not args.no_podgroup_controller,
     )
     explicit: set[str] = set()

@@ -46,7 +46,7 @@ from scheduler.config import ConfigError, LeaderElectionConfig, SchedulerConfig,
 from scheduler.framework.interface import Code, QueuedPodInfo
 from scheduler.health import HealthServer
 from scheduler.kube import resources as _r
-from scheduler.kube.client import DEFAULT_BURST, DEFAULT_QPS, KubeConnection, LiveAPI
+from scheduler.kube.client import DEFAULT_BURST, DEFAULT_MAX_INFLIGHT, DEFAULT_QPS, KubeConnection, LiveAPI
 from scheduler.kube.configwatch import ConfigWatcher
 from scheduler.kube.informer import Informer, InformerSet, cache_lookup
 from scheduler.kube.kubeconfig import KubeconfigError
@@ -118,6 +118,7 @@ class RunOptions:
     metrics_host: str = "0.0.0.0"
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
+    max_inflight: int = DEFAULT_MAX_INFLIGHT  # requests in flight at once (<= 0: no limit)
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -252,7 +253,11 @@ class SchedulerApp:
             self._phase = "loading the API server connection settings"
             try:
                 self.conn = await KubeConnection.from_kubeconfig(
-                    opts.kubeconfig, context=opts.context, qps=opts.qps, burst=opts.burst
+                    opts.kubeconfig,
+                    context=opts.context,
+                    qps=opts.qps,
+                    burst=opts.burst,
+                    max_inflight=opts.max_inflight,
                 )
             except KubeconfigError as e:
                 return self._fail(str(e), "no API server connection settings")

@@ -280,3 +280,42 @@ def test_run_passes_the_log_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Any
     seen.clear()
     assert main(["run", "--kubeconfig", missing]) == 1
     assert seen == [{"level": "info", "fmt": "json"}]
+
+
+# --- --max-inflight ----------------------------------------------------------------------------------------------
+
+
+def test_max_inflight_flag_reaches_both_connections(tmp_path: Any) -> None:
+    """``--max-inflight`` (default DEFAULT_MAX_INFLIGHT) caps the main connection's requests in flight and the
+    Events connection's (``sibling``); the CLI's literal default is the client's constant."""
+    import asyncio
+
+    from scheduler.kube.client import DEFAULT_MAX_INFLIGHT, KubeConnection
+
+    assert opts().max_inflight == DEFAULT_MAX_INFLIGHT == RunOptions().max_inflight
+    assert opts("--max-inflight", "8").max_inflight == 8
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1", "certificate-authority": ""}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+
+    async def limits(**kw: Any) -> tuple[int, int]:
+        conn = await KubeConnection.from_kubeconfig(str(kubeconfig), env={}, **kw)
+        events = conn.sibling()
+        try:
+            return conn.inflight.limit, events.inflight.limit
+        finally:
+            await events.close()
+            await conn.close()
+
+    assert asyncio.run(limits(max_inflight=8)) == (8, 8)
+    assert asyncio.run(limits()) == (DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_INFLIGHT)

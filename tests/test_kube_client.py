@@ -107,6 +107,25 @@ async def test_update_is_conditional_on_resource_version(server: FakeAPIServer, 
     assert after["status"] == {"phase": "Pending"} and server.requests[-1][1].endswith("/pods/a/status")
 
 
+async def test_managed_fields_are_neither_returned_nor_sent(server: FakeAPIServer, api: LiveAPI) -> None:
+    """Answers lose metadata.managedFields as the informers' objects do, and a PUT of an object that still has
+    them (held from elsewhere) sends it without them: the API server then keeps the stored ones (k8s.io/apimachinery
+    v0.37.2 pkg/util/managedfields/internal/fieldmanager.go, ``decodeLiveOrNew``)."""
+    managed = [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+    obj = pod("a")
+    obj["metadata"]["managedFields"] = managed
+    server.add("Pod", obj)
+    got = await api.get("Pod", "default", "a")
+    assert "managedFields" not in got["metadata"] and got["metadata"]["name"] == "a"
+    got["metadata"]["managedFields"] = managed
+    got["metadata"]["labels"] = {"x": "1"}
+    updated = await api.update("Pod", got)
+    body = server.requests[-1][3]
+    assert "managedFields" not in body["metadata"] and body["metadata"]["labels"] == {"x": "1"}
+    assert got["metadata"]["managedFields"] == managed  # the caller's object is left alone
+    assert "managedFields" not in updated["metadata"]
+
+
 async def test_claim_paths(server: FakeAPIServer, api: LiveAPI) -> None:
     claim = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"devices": {"requests": []}}}
     created = await api.create("ResourceClaim", claim)

@@ -86,6 +86,34 @@ async def test_watch_events_reach_the_cache(server: FakeAPIServer, conn: KubeCon
     await infs.stop()
 
 
+MANAGED = [{"manager": "kwok", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]
+
+
+async def test_managed_fields_are_dropped_from_lists_and_watch_events(
+    server: FakeAPIServer, conn: KubeConnection
+) -> None:
+    """As kube-scheduler's pod informer transform (kubernetes v1.37.2 pkg/scheduler/scheduler.go,
+    ``newPodInformer``): metadata.managedFields never reach the store or the cache, listed or watched."""
+    listed = pod("listed")
+    listed["metadata"]["managedFields"] = MANAGED
+    server.add("Pod", listed)
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, cached=cache_lookup(cache), **FAST)
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+    watched = pod("watched")
+    watched["metadata"]["managedFields"] = MANAGED
+    server.add("Pod", watched)
+    await eventually(lambda: cache.pod("default/watched") is not None)
+    for key in ("default/listed", "default/watched"):
+        p = cache.pod(key)
+        assert p is not None and "managedFields" not in p.raw["metadata"] and p.raw["metadata"]["name"]
+        assert "managedFields" not in inf.store[key]["metadata"]
+    assert server.get("Pod", "default", "listed")["metadata"]["managedFields"] == MANAGED  # type: ignore[index]
+    await inf.stop()
+
+
 def pod_none() -> Any:
     class _P:
         node_name = None

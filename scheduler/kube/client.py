@@ -50,7 +50,7 @@ import structlog
 from scheduler.api import ApiError, Conflict, Invalid, NotFound, Obj, write_sequence
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.http import ConnectFailed, ExchangeFailed, HttpClient, Stream, TransportError
-from scheduler.kube.resources import ALTERNATIVES, OPTIONAL, POD, Resource, dumps, loads, resource_for
+from scheduler.kube.resources import ALTERNATIVES, OPTIONAL, POD, Resource, dumps, loads, resource_for, trim
 
 log = structlog.get_logger("dra_scheduler.kube")
 
@@ -859,7 +859,10 @@ class LiveAPI:
         m = obj.get("metadata") or {}
         if not m.get("resourceVersion"):
             raise Invalid(f"{kind} {m.get('name')}: update needs metadata.resourceVersion")
+        # without managedFields: the server keeps the stored ones (see scheduler.kube.resources.trim)
         body = {**obj, "apiVersion": r.api_version, "kind": r.kind}
+        if "managedFields" in m:
+            body["metadata"] = {k: v for k, v in m.items() if k != "managedFields"}
         path = r.path(m.get("namespace") or "", m.get("name") or "", subresource)
         return _typed(await self.conn.request("PUT", path, body=body), r)
 
@@ -976,10 +979,12 @@ class LiveAPI:
 
 
 def _typed(obj: Any, r: Resource) -> Obj:
-    """List items come without apiVersion/kind: give them the resource's, so the object is self-describing."""
+    """List items come without apiVersion/kind: give them the resource's, so the object is self-describing.
+    ``metadata.managedFields`` are dropped, as the informers drop them (:func:`scheduler.kube.resources.trim`)."""
     if not isinstance(obj, dict):
         raise ApiError(f"unexpected answer for {r.kind}: {type(obj).__name__}")
     if "kind" not in obj or "apiVersion" not in obj:
         obj.setdefault("apiVersion", r.api_version)
         obj.setdefault("kind", r.kind)
+    trim(obj)
     return obj

@@ -30,7 +30,7 @@ import structlog
 from scheduler.api import ApiError, Obj
 from scheduler.kube.client import KubeConnection, iter_lines
 from scheduler.kube.http import Stream, TransportError
-from scheduler.kube.resources import Resource, loads, object_key, resource_version
+from scheduler.kube.resources import Resource, loads, object_key, resource_version, trim
 
 log = structlog.get_logger("dra_scheduler.informer")
 
@@ -203,6 +203,7 @@ class Informer:
             for o in items:
                 o.setdefault("apiVersion", self.resource.api_version)
                 o.setdefault("kind", self.resource.kind)
+                trim(o)
             return items, rv
 
     async def _list_and_reconcile(self, initial: bool) -> None:
@@ -277,6 +278,7 @@ class Informer:
                 raise Gone(str(obj.get("message") or "resourceVersion expired"))
             raise ApiError(f"watch error: {obj.get('message') or obj}", int(code) if isinstance(code, int) else 500)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        trim(obj)
         if typ == "BOOKMARK":
             self.stats["bookmarks"] += 1
         elif typ in ("ADDED", "MODIFIED"):

@@ -323,6 +323,7 @@ def _run_app(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     app = SchedulerApp(opts)
     tune_gc()
+    raise_open_files_limit()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             code = runner.run(serve(app))
@@ -340,6 +341,27 @@ def _run_app(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 # 1,000 pods on 200 nodes. Almost nothing the scheduler allocates forms reference cycles (refcounting frees
 # it), so a young collection every 50,000 allocations loses nothing and costs a fraction.
 GC_THRESHOLDS = (50_000, 20, 10)
+
+
+def raise_open_files_limit() -> tuple[int, int] | None:
+    """Raise the soft limit on open files to the hard limit, as Go's runtime does for every Go program since Go
+    1.19, kube-scheduler among them (Go src/syscall/rlimit.go, go.dev/issue/46279). ``run`` holds one HTTP/1.1
+    connection per request in flight (up to ``--max-inflight``, 256 by default, on the main and on the Events
+    connection) plus one per watch; a 1,024 soft limit, common outside containers, would fail connections with
+    EMFILE. Returns the (old, new) soft limit when it changed, None when it did not or cannot (no ``resource``
+    module on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft >= hard:
+        return None  # an infinite hard limit cannot become the soft one on Linux (above fs.nr_open)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        return None
+    return soft, hard
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

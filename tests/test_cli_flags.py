@@ -319,3 +319,32 @@ def test_max_inflight_flag_reaches_both_connections(tmp_path: Any) -> None:
 
     assert asyncio.run(limits(max_inflight=8)) == (8, 8)
     assert asyncio.run(limits()) == (DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_INFLIGHT)
+
+
+# --- open files ----------------------------------------------------------------------------------------------------
+
+
+def test_run_raises_the_open_files_soft_limit_to_the_hard_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """As Go's runtime for kube-scheduler (Go src/syscall/rlimit.go): ``run`` lifts the soft RLIMIT_NOFILE to the
+    hard limit before it opens its connections (one per request in flight). In a child interpreter, since the
+    limit is the process's: a soft limit of 256 under a hard one of 1,024 becomes 1,024; equal limits stay."""
+    import subprocess
+    import sys
+
+    resource = pytest.importorskip("resource")  # POSIX only; the function returns None on Windows
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.fail(f"this machine's hard open-files limit is {hard}, below the 1,024 the test needs")
+    code = (
+        "import resource\n"
+        "from scheduler.cli import raise_open_files_limit\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 1024))\n"
+        "first = raise_open_files_limit()\n"
+        "print(first, resource.getrlimit(resource.RLIMIT_NOFILE), raise_open_files_limit())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "(256, 1024) (1024, 1024) None"
+    called: list[bool] = []
+    monkeypatch.setattr("scheduler.cli.raise_open_files_limit", lambda: called.append(True))
+    assert main(["run", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    assert called == [True]

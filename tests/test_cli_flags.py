@@ -345,6 +345,7 @@ def test_run_raises_the_open_files_soft_limit_to_the_hard_one(monkeypatch: pytes
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "(256, 1024) (1024, 1024) None"
     called: list[bool] = []
+    monkeypatch.setattr("scheduler.cli.configure_logging", lambda **kw: None)  # leave the process's logging alone
     monkeypatch.setattr("scheduler.cli.raise_open_files_limit", lambda: called.append(True))
     assert main(["run", "--kubeconfig", str(tmp_path / "missing")]) == 1
     assert called == [True]

@@ -38,6 +38,13 @@ def claim(name: str, ns: str = "default") -> dict[str, Any]:
     req = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}
     return {"metadata": {"name": name, "namespace": ns}, "spec": {"devices": {"requests": [req]}}}
 
+async def watching(inf: Informer, server: FakeAPIServer) -> None:
+    """Start ``inf`` and return once its initial list is applied and its watch is open on the server."""
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await eventually(lambda: len(server.watches) == 1)
+
+
 
 async def test_initial_list_is_paginated_and_synced(server: FakeAPIServer, conn: KubeConnection) -> None:
     for i in range(5):
@@ -99,9 +106,7 @@ async def test_managed_fields_are_dropped_from_lists_and_watch_events(
     server.add("Pod", listed)
     cache = Cache()
     inf = Informer(conn, POD, cache.apply, cached=cache_lookup(cache), **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     watched = pod("watched")
     watched["metadata"]["managedFields"] = MANAGED
     server.add("Pod", watched)
@@ -132,9 +137,7 @@ async def test_relist_after_410_reconciles(server: FakeAPIServer, conn: KubeConn
         cache.apply(kind, event, raw)
 
     inf = Informer(conn, POD, sink, cached=cache_lookup(cache), **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     seen.clear()
     # changes the watch never reports (history compacted before it could)
     server.remove("Pod", "default", "gone", silent=True)
@@ -161,9 +164,7 @@ async def test_watch_from_a_compacted_version_relists(server: FakeAPIServer, con
     server.add("Pod", pod("a"))
     cache = Cache()
     inf = Informer(conn, POD, cache.apply, **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     server.remove("Pod", "default", "a", silent=True)
     server.disconnect()  # drops the stream; the re-watch from the old version gets 410
     server.compacted = server.rv + 1
@@ -178,9 +179,7 @@ async def test_reconnect_after_disconnect_resumes_from_last_version(
 ) -> None:
     cache = Cache()
     inf = Informer(conn, POD, cache.apply, **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     server.add("Pod", pod("a"))
     await eventually(lambda: cache.pod("default/a") is not None)
     last_rv = inf.resource_version
@@ -197,9 +196,7 @@ async def test_reconnect_after_disconnect_resumes_from_last_version(
 async def test_bookmarks_advance_the_resource_version(server: FakeAPIServer, conn: KubeConnection) -> None:
     cache = Cache()
     inf = Informer(conn, POD, cache.apply, **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     server.add("Node", {"metadata": {"name": "n"}})  # other kinds move the global resourceVersion
     server.bookmark()
     await eventually(lambda: inf.stats["bookmarks"] == 1)
@@ -213,9 +210,7 @@ async def test_an_older_event_does_not_overwrite_a_newer_cached_object(
     server.add("ResourceClaim", claim("c"))
     cache = Cache()
     inf = Informer(conn, RESOURCE_CLAIM, cache.apply, cached=cache_lookup(cache), **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     # the cache learnt of a newer version (e.g. the answer to our own write) before the watch did
     newer = server.get("ResourceClaim", "default", "c")
     assert newer is not None
@@ -253,9 +248,7 @@ async def test_resync_relists(server: FakeAPIServer, conn: KubeConnection) -> No
     server.add("Pod", pod("a"))
     cache = Cache()
     inf = Informer(conn, POD, cache.apply, **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     first = server.watches[0]
     server.remove("Pod", "default", "a", silent=True)
     await asyncio.wait_for(inf.resync(), 5)
@@ -280,9 +273,7 @@ async def test_field_selector_turns_finished_pods_into_deletions(server: FakeAPI
     server.add("Pod", pod("a"))
     cache = Cache()
     inf = Informer(conn, POD, cache.apply, field_selector="status.phase!=Succeeded,status.phase!=Failed", **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     p = server.get("Pod", "default", "a")
     assert p is not None
     p["status"] = {"phase": "Succeeded"}
@@ -311,9 +302,7 @@ async def test_a_failing_sink_does_not_stop_the_informer(server: FakeAPIServer, 
         got.append(raw["metadata"]["name"])
 
     inf = Informer(conn, POD, sink, **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     server.add("Pod", pod("bad"))
     server.add("Pod", pod("good"))
     await eventually(lambda: got == ["good"])
@@ -422,9 +411,7 @@ async def test_watch_events_with_what_orjson_refuses_still_arrive(
     opaque device parameters are not) is decoded as before."""
     cache = Cache()
     inf = Informer(conn, RESOURCE_CLAIM, cache.apply, cached=cache_lookup(cache), **FAST)
-    inf.start()
-    await asyncio.wait_for(inf.synced.wait(), 5)
-    await eventually(lambda: len(server.watches) == 1)
+    await watching(inf, server)
     c = claim("big")
     c["spec"]["devices"]["config"] = [
         {"opaque": {"driver": "gpu.example.com", "parameters": {"limit": 2**70}}, "requests": ["gpu"]}

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.quantity import QuantityError, QuantityRangeError, parse_quantity, shown
 from scheduler.semver import SemverError
 from scheduler.semver import parse as parse_semver
 
@@ -81,11 +81,13 @@ def _quantity_error(v: Any) -> str | None:
         return f"invalid quantity {v!r}"
     try:
         q = parse_quantity(str(v))
+    except QuantityRangeError:
+        q = None  # well-formed, but past even what scheduler.quantity keeps: past the int64 range below too
     except QuantityError as e:
         return f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {e}"
-    if abs(q.value) * 1000 >= 2**63:
+    if q is None or abs(q.value) * 1000 >= 2**63:
         # kube-scheduler computes with int64 milli-units (Quantity.MilliValue), which overflow past this.
-        return f"invalid quantity {str(v)[:60]!r}: exceeds the int64 range of milli-units (9223372036854775807m)"
+        return f"invalid quantity {shown(str(v))}: exceeds the int64 range of milli-units (9223372036854775807m)"
     return None
 
 
@@ -322,7 +324,7 @@ def _check_meta(obj: Mapping[str, Any], cluster_scoped: bool) -> Iterator[str]:
             yield f"metadata.{key}: must be an object (a map), not {_type_name(m)}"
             continue
         for k, v in m.items():
-            if not isinstance(v, str):
+            if v is not None and not isinstance(v, str):  # null: "" (see drop_nulls)
                 yield f"metadata.{key}.{k}: must be a string, not {_type_name(v)}"
 
 
@@ -518,18 +520,59 @@ def check_object(obj: Any, cluster_scoped: bool = False) -> list[str]:
     return errs
 
 
+# A null map value is the zero value of the map's element type, stored under its key (Go encoding/json decodes
+# each element into a fresh zero value; null leaves it unchanged): "" for a map[string]string (labels,
+# annotations, nodeSelector, matchLabels, selectors), the zero Quantity "0" for a ResourceList
+# (Quantity.UnmarshalJSON reads null as zero). Maps of other element types lose the key (as before).
+_NULL_MAP_VALUES: dict[str, str] = {"s": "", "q": "0"}
+
+
 def drop_nulls(obj: Any) -> Any:
-    """Remove ``null`` map values everywhere (in place), as Go's JSON decoding reads them: a null field is the
-    zero value, i.e. unset (``metadata.namespace: null`` is the default namespace, not a None name)."""
-    stack = [obj]
+    """Null values read as Go's JSON decoding reads them (in place), for the API server's typed objects: a null
+    field is the zero value, i.e. unset (``metadata.namespace: null`` is the default namespace, not a None
+    name), so it is removed; a null value in a map of strings is ``""`` and in a ResourceList ``"0"`` (see
+    ``_NULL_MAP_VALUES``), its key kept: ``nodeSelector: {zone: null}`` requires the label ``zone=""``.
+    The object's kind (each item's, in a ``...List``) gives the field types (``apischema.json``); null values
+    elsewhere (unknown kinds and fields) are removed."""
+    schema = _schema()
+    roots, defs = schema["roots"], schema["defs"]
+
+    def root(o: Any) -> Any:
+        if isinstance(o, dict) and isinstance(o.get("apiVersion"), str) and isinstance(o.get("kind"), str):
+            return roots.get(f"{o['apiVersion']} {o['kind']}")
+        return None
+
+    stack: list[tuple[Any, Any]] = [(obj, root(obj))]
+    if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List"):
+        items = obj.get("items")
+        if isinstance(items, list):  # each item has its own kind
+            stack = [({k: x for k, x in obj.items() if k != "items"}, None), *((x, root(x)) for x in items)]
+            for k in [k for k, x in obj.items() if x is None]:
+                del obj[k]
     while stack:
-        v = stack.pop()
+        v, s = stack.pop()
+        while isinstance(s, str) and s.startswith("#"):
+            s = defs.get(s[1:])
         if isinstance(v, dict):
+            if isinstance(s, list) and s[0] == "m":
+                item = s[1]
+                zero = _NULL_MAP_VALUES.get(item) if isinstance(item, str) else None
+                for k in [k for k, x in v.items() if x is None]:
+                    if zero is None:
+                        del v[k]
+                    else:
+                        v[k] = zero
+                stack.extend((x, item) for x in v.values() if isinstance(x, dict | list))
+                continue
             for k in [k for k, x in v.items() if x is None]:
                 del v[k]
-            stack.extend(v.values())
+            fields = s if isinstance(s, dict) else None
+            stack.extend(
+                (x, fields.get(k) if fields is not None else None) for k, x in v.items() if isinstance(x, dict | list)
+            )
         elif isinstance(v, list):
-            stack.extend(v)
+            item = s[1] if isinstance(s, list) and s[0] == "l" else None
+            stack.extend((x, item) for x in v if isinstance(x, dict | list))
     return obj
 
 

@@ -86,6 +86,8 @@ def selector_from(raw: Any, path: str, nil_matches_nothing: bool = True) -> Labe
         raise ModelError(f"{path}.matchLabels", "must be an object")
     for k in sorted(ml):
         v = ml[k]
+        if v is None:  # Go's JSON decoding: a null map[string]string value is ""
+            v = ""
         if not isinstance(v, str):
             raise ModelError(f"{path}.matchLabels.{k}", "must be a string")
         reqs.append(Requirement(str(k), "In", frozenset((v,))))

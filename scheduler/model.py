@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.quantity import Quantity, QuantityError, parse_quantity
+from scheduler.quantity import Quantity, QuantityError, parse_quantity, shown
 from scheduler.semver import SemverError, Version
 from scheduler.semver import parse as parse_semver
 
@@ -73,7 +73,12 @@ def _str(obj: Raw | None, key: str, default: str = "") -> str:
 
 
 def _strmap(obj: Raw | None, key: str) -> Mapping[str, str]:
-    return {str(k): str(v) for k, v in _map(obj, key).items()}
+    """A ``map[string]string``; a null value is "" as Go's JSON decoding reads it (the zero value, kept under
+    its key: ``nodeSelector: {zone: null}`` requires ``zone=""``)."""
+    return {str(k): "" if v is None else str(v) for k, v in _map(obj, key).items()}
+
+
+_ZERO = parse_quantity("0")
 
 
 def quantity(value: Any, path: str) -> Quantity:
@@ -82,11 +87,11 @@ def quantity(value: Any, path: str) -> Quantity:
     if isinstance(value, int | float):
         value = str(value)
     if not isinstance(value, str):
-        raise ModelError(path, f"invalid quantity {value!r}")
+        raise ModelError(path, f"invalid quantity {shown(str(value))}")
     try:
         return parse_quantity(value)
     except QuantityError as e:
-        raise ModelError(path, f"invalid quantity {value!r}: {e}") from None
+        raise ModelError(path, f"invalid quantity {shown(value)}: {e}") from None
 
 
 # Metadata ---------------------------------------------------------------------------------------------
@@ -334,7 +339,10 @@ def resource_amount(name: str, q: Quantity) -> int:
 
 
 def resource_list(raw: Raw, path: str) -> dict[str, int]:
-    return {str(k): resource_amount(str(k), quantity(v, f"{path}.{k}")) for k, v in raw.items()}
+    """A ResourceList in scheduler units; a null value is 0 (``Quantity.UnmarshalJSON`` reads null as zero)."""
+    return {
+        str(k): 0 if v is None else resource_amount(str(k), quantity(v, f"{path}.{k}")) for k, v in raw.items()
+    }
 
 
 # Node -------------------------------------------------------------------------------------------------
@@ -1171,7 +1179,10 @@ def is_supported_pod_level_resource(name: str) -> bool:
 
 
 def _lenient_quantity(name: str, value: Any) -> int | None:
-    """A request value in scheduler units, or None when the API server would refuse it."""
+    """A request value in scheduler units, or None when the API server would refuse it (null: 0, as
+    ``Quantity.UnmarshalJSON`` reads it)."""
+    if value is None:
+        return 0
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     return _lenient_amount(name, str(value))
@@ -1388,12 +1399,15 @@ def _overcommit_allowed(name: str) -> bool:
 
 
 def _quantity_errors(name: str, value: Any, path: str) -> tuple[Quantity | None, list[str]]:
+    if value is None:  # null: the zero quantity (Quantity.UnmarshalJSON)
+        return _ZERO, []
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None, [f"{path}: Invalid value: {json.dumps(value, default=str)}: must be a quantity"]
+        return None, [f"{path}: Invalid value: {json.dumps(value, default=str)[:80]}: must be a quantity"]
     try:
         q = parse_quantity(str(value))
     except QuantityError as e:
-        return None, [f"{path}: Invalid value: {json.dumps(str(value))}: {e}"]
+        text = str(value)
+        return None, [f"{path}: Invalid value: {json.dumps(text if len(text) <= 60 else text[:60] + '…')}: {e}"]
     errs: list[str] = []
     if q.sign() < 0:
         errs.append(f'{path}: Invalid value: "{q}": must be greater than or equal to 0')

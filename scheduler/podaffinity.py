@@ -280,6 +280,8 @@ def _selector(raw: Any) -> LabelSelector:
     reqs: list[Requirement] = []
     for k in sorted(ml, key=str):
         v = ml[k]
+        if v is None:  # Go's JSON decoding: a null map[string]string value is ""
+            v = ""
         if not isinstance(v, str):
             raise _ParseError(f"values[0][{k}]: Invalid value: must be a string")
         reqs.append(_requirement(k, "In", [v], equals=True))

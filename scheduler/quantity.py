@@ -24,7 +24,13 @@ Deliberate differences from Go:
 * a number without any digit (``"Gi"``, ``"-"``, ``"."``, ``"+Ki"``) is rejected; Go's scanner silently
   reads it as 0 although the documented grammar (and the apiserver's OpenAPI pattern) forbid it;
 * exponents are additionally limited to ``MAX_EXPONENT`` (4096), so that a hostile ``"1e2000000000"``
-  cannot allocate gigabytes (Go keeps such values symbolically in an ``inf.Dec``);
+  cannot allocate gigabytes (Go keeps such values symbolically in an ``inf.Dec``), and so are magnitudes:
+  a DecimalSI / DecimalExponent value of 10^(MAX_EXPONENT + 1) or more (``"1"`` followed by 5,000 zeros) is
+  refused with :class:`QuantityRangeError` (Go keeps it in an ``inf.Dec``, whose ``MilliValue()`` is then the
+  low 64 bits of a big integer; the scheduler could not use it). Any number of digits is read otherwise, as
+  Go does: digits below 1n only decide the rounding up (``"0." + "0" * 5000 + "1"`` is ``1n``), a BinarySI
+  value past 2^63-1 is capped whatever its length, and no input reaches Python's limit on integer string
+  conversions (4,300 digits);
 * :meth:`Quantity.int_value` always rounds away from zero (what Go does for the int64 representation of
   almost every parsed quantity; Go's ``inf.Dec`` slow path has a sign bug for negative fractions).
 """
@@ -44,7 +50,9 @@ __all__ = [
     "Format",
     "Quantity",
     "QuantityError",
+    "QuantityRangeError",
     "parse_quantity",
+    "shown",
 ]
 
 Format = Literal["BinarySI", "DecimalSI", "DecimalExponent"]
@@ -79,6 +87,20 @@ _DIGITS = frozenset("0123456789")
 
 class QuantityError(ValueError):
     """The string is not a valid Kubernetes quantity."""
+
+
+class QuantityRangeError(QuantityError):
+    """A well-formed quantity outside the supported range (see the module docstring)."""
+
+
+_SHOWN = 60
+
+
+def shown(s: str) -> str:
+    """``s`` quoted for a message, shortened past 60 characters (a hostile value may have millions)."""
+    if len(s) <= _SHOWN:
+        return repr(s)
+    return f"{s[:_SHOWN] + '…'!r} ({len(s)} characters)"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -281,7 +303,7 @@ def _scan(s: str) -> tuple[bool, str, str, str]:
         denom = s[start:pos]
         digits_seen = digits_seen or bool(denom)
     if not digits_seen:
-        raise QuantityError(f"quantity {s!r}: the number part has no digits")
+        raise QuantityError(f"quantity {shown(s)}: the number part has no digits")
     suffix_start = pos
     while pos < end and s[pos] in _SUFFIX_CHARS:
         pos += 1
@@ -291,7 +313,7 @@ def _scan(s: str) -> tuple[bool, str, str, str]:
         pos += 1
     if pos < end:
         raise QuantityError(
-            f"quantity {s!r}: quantities must match the regular expression "
+            f"quantity {shown(s)}: quantities must match the regular expression "
             "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         )
     return positive, num, denom, s[suffix_start:]
@@ -306,13 +328,43 @@ def _interpret(suffix: str, s: str) -> tuple[int, int, Format]:
     if len(suffix) > 1 and suffix[0] in "eE":
         digits = suffix[1:]
         body = digits[1:] if digits[0] in "+-" else digits
-        if body and all(c in _DIGITS for c in body):
+        # (past 10 significant digits the exponent is out of the int32 range: no int() of a huge string)
+        if body and all(c in _DIGITS for c in body) and len(body.lstrip("0")) <= 10:
             exp = int(digits)
             if -_MAX_INT32 <= exp <= _MAX_INT32:
                 if abs(exp) > MAX_EXPONENT:
-                    raise QuantityError(f"quantity {s!r}: exponent {exp} is out of the supported range")
+                    raise QuantityError(f"quantity {shown(s)}: exponent {exp} is out of the supported range")
                 return 10, exp, DECIMAL_EXPONENT
-    raise QuantityError(f"quantity {s!r}: unable to parse quantity's suffix")
+    raise QuantityError(f"quantity {shown(s)}: unable to parse quantity's suffix")
+
+
+def _magnitude(num: str, denom: str, base: int, exponent: int, s: str) -> Fraction:
+    """``|num.denom| * base**exponent`` rounded up to a multiple of 1n (Go: ``amount.Round(Nano, RoundUp)``),
+    computed on at most ~4,100 digits whatever the length of the input.
+
+    With ``x = num.denom``, the multiples of 1n are the values of ``x`` with ``9 + exponent`` fractional decimal
+    digits (``j * 10**-9 / 10**e``, or ``j * 10**-9 / 2**e = j * 5**e * 10**-(9+e)`` for BinarySI): a digit past
+    those only tells whether ``x`` lies strictly above such a multiple, so the digits past the first ``keep`` are
+    replaced by a single digit, 1 when any of them is non-zero: the rounded value is exactly Go's."""
+    denom = denom.rstrip("0")
+    if num != "0":
+        if base == 2 and len(num) > 19:  # at least 10**19 * 2**10: over 2^63-1 after rounding, capped by the caller
+            return Fraction(_MAX_INT64 + 1)
+        if base == 10 and len(num) - 1 + exponent > MAX_EXPONENT:
+            raise QuantityRangeError(
+                f"quantity {shown(s)}: out of the supported range (less than 10^{MAX_EXPONENT + 1})"
+            )
+    digits = num + denom
+    scale = len(denom)  # x = int(digits) / 10**scale
+    keep = len(num) + 9 + exponent  # the digits of `digits` down to the 1n step
+    if len(digits) > keep + 1:
+        sticky = "1" if digits[max(keep, 0) :].strip("0") else "0"
+        digits = digits[: max(keep, 0)] + sticky
+        scale = 10 + exponent  # the last digit's place, 10**-(10+e): below the 1n step
+    x = Fraction(int(digits)) / Fraction(10) ** scale
+    if x == 0:
+        return x
+    return _round_up_nano(x * 2**exponent if base == 2 else x * Fraction(10) ** exponent)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -347,10 +399,7 @@ def parse_quantity(s: str) -> Quantity:
             elif scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0":
                 text = s
 
-    magnitude = Fraction(int(num + denom), 10 ** len(denom))
-    magnitude = magnitude * 2**exponent if base == 2 else magnitude * Fraction(10) ** exponent
-    if magnitude != 0:
-        magnitude = _round_up_nano(magnitude)
+    magnitude = _magnitude(num, denom, base, exponent, s)
     if fmt == BINARY_SI and magnitude > _MAX_INT64:
         magnitude = Fraction(_MAX_INT64)
         text = ""

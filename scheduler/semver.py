@@ -94,15 +94,19 @@ class Version:
         return s
 
 
+def _shown(s: str) -> str:
+    """``s`` quoted for a message, shortened past 60 characters."""
+    return repr(s) if len(s) <= 60 else f"{s[:60] + '…'!r} ({len(s)} characters)"
+
+
 def _number(part: str, what: str, s: str) -> int:
     if not part or not set(part) <= _NUMBERS:
         raise SemverError(f"invalid semver {s!r}: invalid character(s) found in {what} number {part!r}")
     if len(part) > 1 and part[0] == "0":
         raise SemverError(f"invalid semver {s!r}: {what} number must not contain leading zeroes {part!r}")
-    n = int(part)
-    if n > _MAX_UINT64:
-        raise SemverError(f"invalid semver {s!r}: {what} number {part!r} is out of range")
-    return n
+    if len(part) > 20 or int(part) > _MAX_UINT64:  # (20 digits first: no int() of a 5,000-digit string)
+        raise SemverError(f"invalid semver {_shown(s)}: {what} number {_shown(part)} is out of range")
+    return int(part)
 
 
 def _strict(s: str, original: str) -> Version:
@@ -139,10 +143,9 @@ def _strict(s: str, original: str) -> Version:
                     raise SemverError(
                         f"invalid semver {original!r}: numeric prerelease has leading zeroes {p!r}"
                     )
-                n = int(p)
-                if n > _MAX_UINT64:
-                    raise SemverError(f"invalid semver {original!r}: prerelease {p!r} is out of range")
-                pre.append(n)
+                if len(p) > 20 or int(p) > _MAX_UINT64:
+                    raise SemverError(f"invalid semver {_shown(original)}: prerelease {_shown(p)} is out of range")
+                pre.append(int(p))
             elif set(p) <= _ALPHANUM:
                 pre.append(p)
             else:

@@ -81,6 +81,8 @@ def _label_map(raw: Raw, path: str) -> Mapping[str, str] | None:
         raise ModelError(path, "must be a map of label keys to values")
     out: dict[str, str] = {}
     for k, v in sel.items():
+        if v is None:  # Go's JSON decoding: a null map[string]string value is ""
+            v = ""
         if not isinstance(v, str):
             raise ModelError(f"{path}.{k}", "must be a string")
         out[str(k)] = v

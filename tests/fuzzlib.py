@@ -4,7 +4,8 @@ A healthy base scenario (a sentinel node with GPUs and sentinel pods, plain and 
 else) plus "victim" objects (more nodes, slices, classes, claims, templates, pods) is written as YAML; each
 case applies one or a few seeded mutations to the victims or to the YAML text itself (wrong types, deleted
 fields, huge or negative numbers, invalid quantities and semvers, hostile CEL, malformed topology
-annotations, duplicate objects, alias bombs, deep nesting, 5,000-digit integers, non-UTF-8 bytes,
+annotations, topology annotations nested 100,000 deep, quantities of 5,000 digits, null values in string maps
+and ResourceLists, duplicate objects, alias bombs, deep nesting, 5,000-digit integers, non-UTF-8 bytes,
 timestamps, duplicate keys) and runs ``load_objects`` + ``simulate`` in a child process with an address-space
 limit and a per-case alarm. Checked for every case:
 
@@ -12,7 +13,9 @@ limit and a per-case alarm. Checked for every case:
 * no hang (per-case timeout) and bounded memory (``RLIMIT_AS`` of the child);
 * every refused object's message names the file, the document and the field;
 * the sentinel pods are all bound (one poisoned object never stops the healthy pods beside it);
-* every pod of ours left pending carries a ``PodScheduled=False`` condition with a reason.
+* every pod of ours left pending carries a ``PodScheduled=False`` condition with a reason;
+* every pod bound to a node matches its ``nodeSelector`` on that node's labels, a null value read as Go's JSON
+  decoding reads it (``""``, issue 25), when the YAML text was not mutated.
 
 Run: ``python tests/fuzzlib.py SEED COUNT [--config]`` prints one JSON line per case.
 """
@@ -174,9 +177,16 @@ HOSTILE_CEL = [
     "x" * 20000,
 ]
 
+BIG = "1" + "0" * 5000  # past Python's 4,300-digit int(str) limit (issue 25)
+HUGE_QUANTITIES = [BIG, "-" + BIG, BIG + "Ki", BIG + "m", "0." + "0" * 5000 + "1", BIG + "e-4096", "9" * 4300 + "m",
+                   "1e" + "9" * 5000, "1." + "5" * 5000 + "Mi"]
+DEEP_JSON = ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000,
+             '{"driver": "gpu.example.com", "devices": ' + "[" * 50_000 + "]" * 50_000 + "}"]
+
 BAD_VALUES: list[Any] = [
-    None, 0, -1, 1.5, True, "", "x", [], {}, [1, {"a": None}], {"a": [1]},
-    10**30, -(10**30), "-1", "1e400", "NaN", "∞", "\u0000", "a" * 5000, "99999999999999999999Gi",
+    None, 0, -1, 1.5, True, "", "x", [], {}, [1, {"a": None}], {"a": [1]}, {"a": None},
+    10**30, -(10**30), "-1", "1e400", "NaN", "∞", "\u0000", "a" * 5000, "99999999999999999999Gi", BIG,
+    "0." + "0" * 5000 + "1",
 ]
 
 
@@ -220,7 +230,7 @@ def mutate_objects(rng: random.Random, victims: list[dict[str, Any]]) -> tuple[l
     for _ in range(rng.randint(1, 3)):
         k = rng.random()
         target = rng.choice(objs)
-        if k < 0.45:
+        if k < 0.4:
             paths = _paths(target)
             if not paths:
                 continue
@@ -233,13 +243,13 @@ def mutate_objects(rng: random.Random, victims: list[dict[str, Any]]) -> tuple[l
                 _set(target, path, v)
                 notes.append(f"set {path} = {str(v)[:40]!r}")
             continue
-        if k < 0.6:
+        if k < 0.52:
             expr = rng.choice(HOSTILE_CEL)
             for cls in _of(objs, "DeviceClass")[:1]:
                 cls["spec"] = {"selectors": [{"cel": {"expression": expr}}]}
                 notes.append(f"class selector {expr[:50]!r}")
             continue
-        if k < 0.7:
+        if k < 0.6:
             for sl in _of(objs, "ResourceSlice")[:1]:
                 devs = (sl.get("spec") or {}).get("devices") if isinstance(sl.get("spec"), dict) else None
                 if isinstance(devs, list) and devs and isinstance(devs[0], dict):
@@ -252,15 +262,23 @@ def mutate_objects(rng: random.Random, victims: list[dict[str, Any]]) -> tuple[l
                         dev["attributes"]["driverVersion"] = value
                         notes.append(f"slice attribute {value}")
             continue
-        if k < 0.78:
+        if k < 0.68:
+            deep = rng.random() < 0.4
             for n in _of(objs, "Node", "node-a"):
                 n["metadata"]["annotations"] = {"dra-scheduler.io/device-topology": rng.choice(
+                    DEEP_JSON if deep else
                     ["{", "[]", "null", '{"driver": 5}', '{"driver": "x", "devices": ["a"], "matrix": [["Q"]]}',
                      json.dumps({"driver": DRIVER, "devices": ["gpu-0"] * 3, "matrix": [[None]]}), "x" * 10000,
                      json.dumps({"driver": DRIVER, "devices": ["gpu-0", "gpu-1"],
                                  "matrix": [["X", "NV9999"], ["NV1", "X"]]})]
                 )}
-                notes.append("topology annotation")
+                notes.append("deep topology annotation" if deep else "topology annotation")
+            continue
+        if k < 0.74:
+            notes += _huge_quantity(rng, objs)
+            continue
+        if k < 0.8:
+            notes += _null_map_value(rng, objs)
             continue
         if k < 0.85:
             objs.append(copy.deepcopy(target))
@@ -283,6 +301,86 @@ def mutate_objects(rng: random.Random, victims: list[dict[str, Any]]) -> tuple[l
             )
             notes.append("pod spec field")
     return objs, notes
+
+
+def _huge_quantity(rng: random.Random, objs: list[dict[str, Any]]) -> list[str]:
+    """A quantity of thousands of digits in a pod request or limit, a device capacity or a node's allocatable
+    (issue 25: Python's integer string-conversion limit raised ValueError in parse_quantity)."""
+    value = rng.choice(HUGE_QUANTITIES)
+    where = rng.choice(["pod", "slice", "node"])
+    try:
+        if where == "pod":
+            p = rng.choice([p for p in _of(objs, "Pod") if isinstance(p.get("spec"), dict)])
+            res = p["spec"]["containers"][0].setdefault("resources", {})
+            res.setdefault(rng.choice(["requests", "limits"]), {})[rng.choice(["cpu", "memory"])] = value
+        elif where == "slice":
+            sl = rng.choice(_of(objs, "ResourceSlice"))
+            sl["spec"]["devices"][0]["capacity"]["memory"]["value"] = value
+        else:
+            n = rng.choice(_of(objs, "Node"))
+            n["status"]["allocatable"][rng.choice(["cpu", "memory"])] = value
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return []
+    return [f"huge quantity: {where} {value[:12]}...({len(value)} characters)"]
+
+
+def _null_map_value(rng: random.Random, objs: list[dict[str, Any]]) -> list[str]:
+    """A null value in a map[string]string or a ResourceList (issue 25: ``nodeSelector: {role: null}`` bound
+    the pod to any node; the API server stores "" for it, "0" for a quantity)."""
+    where = rng.choice(["pod nodeSelector", "node label", "pod label", "pod annotation", "pod request"])
+    try:
+        if where == "node label":
+            n = rng.choice(_of(objs, "Node"))
+            n["metadata"]["labels"][rng.choice(["role", "kubernetes.io/hostname", "zone"])] = None
+        else:
+            p = rng.choice([p for p in _of(objs, "Pod") if isinstance(p.get("spec"), dict)])
+            if where == "pod nodeSelector":
+                p["spec"].setdefault("nodeSelector", {})["role"] = None
+            elif where == "pod label":
+                p["metadata"].setdefault("labels", {})["app"] = None
+            elif where == "pod annotation":
+                p["metadata"].setdefault("annotations", {})["note"] = None
+            else:
+                p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = None
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return []
+    return [f"null map value: {where}"]
+
+
+def _go_string_map(m: Any) -> dict[str, str] | None:
+    """A map[string]string as the API server decodes it (null -> ""), None when it is not one."""
+    if m is None:
+        return {}
+    if not isinstance(m, dict) or not all(v is None or isinstance(v, str) for v in m.values()):
+        return None
+    return {str(k): "" if v is None else v for k, v in m.items()}
+
+
+def selector_problems(objs: list[Any], items: list[dict[str, Any]]) -> list[str]:
+    """Bound pods whose nodeSelector (from the input objects, Go-decoded) does not hold on their node."""
+    first: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for o in objs:
+        if isinstance(o, dict) and isinstance(o.get("metadata"), dict):
+            m = o["metadata"]
+            key = (str(o.get("kind")), str(m.get("namespace") or ""), str(m.get("name")))
+            first.setdefault(key, o)
+    out = []
+    for p in items:
+        node = (p.get("spec") or {}).get("nodeName") if p.get("kind") == "Pod" else None
+        if not node:
+            continue
+        src = first.get(("Pod", p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+        n = first.get(("Node", "", node))
+        if src is None or n is None or not isinstance(src.get("spec"), dict):
+            continue
+        sel = _go_string_map(src["spec"].get("nodeSelector"))
+        labels = _go_string_map(n["metadata"].get("labels"))
+        if sel is None or labels is None:
+            continue
+        bad = {k: v for k, v in sel.items() if labels.get(k) != v}
+        if bad:
+            out.append(f"pod {p['metadata']['name']} bound to {node} whose labels {labels} do not match {bad}")
+    return out
 
 
 def yaml_text(objs: list[dict[str, Any]]) -> str:
@@ -340,7 +438,8 @@ def run_case(seed: int, index: int, workdir: str) -> dict[str, Any]:
     objs, notes = mutate_objects(rng, victims)
     path = os.path.join(workdir, f"case-{index}.yaml")
     text: str | bytes = yaml_text(sentinels + objs)
-    if rng.random() < 0.35:
+    text_mutated = rng.random() < 0.35
+    if text_mutated:
         head = yaml_text(sentinels) + "---\n"
         text, note = mutate_text(rng, head + yaml_text(objs), len(head))
         notes.append(note)
@@ -377,6 +476,8 @@ def run_case(seed: int, index: int, workdir: str) -> dict[str, Any]:
         conds = [c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
         if not conds or conds[0].get("status") != "False" or not conds[0].get("reason"):
             problems.append(f"pending pod {p['metadata'].get('namespace')}/{p['metadata']['name']} has no reason")
+    if not text_mutated:
+        problems += selector_problems(objs, pods)
     result.update(outcome="simulated", rejected=len(rejected), summary=res.summary, problems=problems)
     return result
 

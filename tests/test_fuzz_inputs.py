@@ -108,6 +108,11 @@ def _pod(**spec: Any) -> dict[str, Any]:
          "spec.containers[0].resources.requests.cpu: quantities must match"),
         (_pod(containers=[{"name": "c", "resources": {"limits": {"memory": "1e400"}}}]),
          "spec.containers[0].resources.limits.memory: invalid quantity '1e400': exceeds the int64 range"),
+        # issue 25: past Python's 4,300-digit int(str) limit (was a ValueError traceback)
+        (_pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "1" + "0" * 5000}}}]),
+         "spec.containers[0].resources.requests.cpu: invalid quantity '1000000000"),
+        (_pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "1e" + "9" * 5000}}}]),
+         "unable to parse quantity's suffix"),
         (_pod(tolerations={"key": "x"}), "spec.tolerations: must be a list, not object"),
     ],
 )
@@ -374,7 +379,8 @@ def test_fuzz_check_config() -> None:
 
 
 @pytest.mark.parametrize("annotation", ["{", "[]", '{"driver": 5}', '{"driver": "gpu.nvidia.com", "devices": '
-                                        '["gpu-0", "gpu-0"], "matrix": [["X"]]}', "x" * 10000])
+                                        '["gpu-0", "gpu-0"], "matrix": [["X"]]}', "x" * 10000,
+                                        "[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000])
 def test_malformed_topology_annotation_is_ignored_for_that_node(
     tmp_path: Path, annotation: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -161,12 +161,21 @@ class Profile:
     nvlink_speed: int | None = None
 
 
-def parse_annotation(value: str) -> tuple[str, tuple[str, ...], tuple[tuple[tuple[str, int], ...], ...]]:
-    """(driver, devices, parsed matrix). Raises TopologyInputError with a message a person can act on."""
+def load_annotation(value: str) -> Any:
+    """The annotation's JSON value. Raises TopologyInputError when it is no JSON, or JSON nested deeper than
+    the decoder's recursion allows (``"[" * 100000``: RecursionError, caught here: any annotation anyone with
+    write access to the node can set must never end a scheduling cycle)."""
     try:
-        doc = json.loads(value)
+        return json.loads(value)
     except ValueError as e:
         raise TopologyInputError(f"annotation {ANNOTATION}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise TopologyInputError(f"annotation {ANNOTATION}: invalid JSON: nested too deeply") from None
+
+
+def parse_annotation(value: str) -> tuple[str, tuple[str, ...], tuple[tuple[tuple[str, int], ...], ...]]:
+    """(driver, devices, parsed matrix). Raises TopologyInputError with a message a person can act on."""
+    doc = load_annotation(value)
     if not isinstance(doc, dict):
         raise TopologyInputError(f"annotation {ANNOTATION}: must be a JSON object with driver, devices, matrix")
     driver = doc.get("driver", "")

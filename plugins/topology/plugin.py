@@ -38,7 +38,6 @@ Args::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -54,6 +53,7 @@ from plugins.topology.graph import (
     Profile,
     Topology,
     TopologyInputError,
+    load_annotation,
     node_inputs,
     parse_profile,
     prewarm_networkx,
@@ -258,10 +258,10 @@ class GpuTopology:
         driver = self.args.driver
         if annotation is not None:
             try:
-                doc = json.loads(annotation)
+                doc = load_annotation(annotation)
                 if isinstance(doc, dict) and isinstance(doc.get("driver"), str) and doc["driver"]:
                     driver = doc["driver"]
-            except ValueError:
+            except TopologyInputError:
                 pass  # reported by topology_from_inputs
         gpus, nics, ids = node_inputs(slices, name, driver)
         key = (driver, annotation, gpus, nics)

@@ -238,7 +238,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.simulate import InputError, run_simulation, to_json, to_table
     from scheduler.simulate_report import pending_exit_code
 
-    reporter = None if args.no_progress else Progress(sys.stderr)
+    # with --log-format json (the default) the progress lines are JSON records too: stderr stays JSON lines
+    reporter = None if args.no_progress else Progress(sys.stderr, json_lines=args.log_format == "json")
     if reporter is not None and args.verbose and reporter.tty:
         reporter.tty = False  # log lines and a redrawn bar on one terminal garble each other
         reporter.interval = LINE_INTERVAL

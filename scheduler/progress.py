@@ -3,7 +3,14 @@
 * Nothing at all for runs shorter than ``min_duration`` (2 s): short runs stay quiet.
 * On a terminal: one bar redrawn in place (``\\r``) at most every ``interval`` (0.2 s), erased-and-finished
   with a newline at the end.
-* Otherwise (CI logs, files): one line every ``interval`` (5 s), and a last line when done.
+* Otherwise (CI logs, files): one line every ``interval`` (5 s), and a last line when done; with
+  ``json_lines`` (``--log-format json``, the default) each is a JSON record shaped like the log records
+  (``{"phase": ..., "bound": ..., "pods": ..., "attempts": ..., "seconds": ..., "event": "simulate progress",
+  "level": "info", "timestamp": ...}``, then ``"event": "simulate done"`` with ``seconds`` and ``result``), so
+  stderr stays one JSON object a line.
+* Every write is one whole line under the loggers' lock (scheduler/logging.py ``OUTPUT_LOCK``): a log
+  record written meanwhile by the simulator never shares a line with a progress line. A bar on the
+  terminal is erased before a log line is written and redrawn at the next tick.
 
 The simulator reports through module-level calls (:func:`phase`, :func:`update`), which do nothing unless a
 reporter is installed with :func:`reporting` (the command line does). Updates only store numbers and look
@@ -14,10 +21,14 @@ input, a long gang search), so the display never freezes for long.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TextIO
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from scheduler.logging import OUTPUT_LOCK, set_before_line
 
 BAR_WIDTH = 24
 TTY_INTERVAL = 0.2
@@ -35,6 +46,7 @@ class Progress:
         min_duration: float | None = None,
         interval: float | None = None,
         label: str = "simulate",
+        json_lines: bool = False,
     ) -> None:
         self.stream = stream
         self.tty = bool(stream.isatty()) if tty is None else tty
@@ -42,6 +54,7 @@ class Progress:
         self.min_duration = MIN_DURATION if min_duration is None else min_duration
         self.interval = interval if interval is not None else (TTY_INTERVAL if self.tty else LINE_INTERVAL)
         self.label = label
+        self.json_lines = json_lines  # lines (not a bar) as JSON records
         self.start = clock()
         self.phase = "loading objects"
         self.total: int | None = None
@@ -52,6 +65,7 @@ class Progress:
         self._last = -1e18
         self._lock = threading.Lock()
         self._finished = False
+        self._bar_open = False  # a bar is on the terminal's last line, without its newline
 
     # --- what the simulator reports -----------------------------------------------------------------------
 
@@ -100,6 +114,23 @@ class Progress:
             return f"{self.label}: done in {elapsed:.1f}s" + (f": {note}" if note else "")
         return f"{self.label}: {what}, {elapsed:.1f}s"
 
+    def record(self, now: float, final: bool = False, note: str = "") -> dict[str, Any]:
+        """The JSON form of :meth:`text`, shaped like a log record (scheduler/logging.py)."""
+        rec: dict[str, Any] = {}
+        if final:
+            rec["seconds"] = round(now - self.start, 1)
+            if note:
+                rec["result"] = note
+        else:
+            rec["phase"] = self.phase
+            if self.total is not None:
+                rec.update(bound=self.done, pods=self.total, attempts=self.attempts)
+            rec["seconds"] = round(now - self.start, 1)
+        rec["event"] = f"{self.label} {'done' if final else 'progress'}"
+        rec["level"] = "info"
+        rec["timestamp"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        return rec
+
     def bar(self, now: float) -> str:
         elapsed = now - self.start
         if self.total:
@@ -117,14 +148,26 @@ class Progress:
             line = "\r" + self.bar(now) + "\033[K"
             if final:
                 line = "\r" + self.text(now, final=True, note=note) + "\033[K\n"
+        elif self.json_lines:
+            line = json.dumps(self.record(now, final=final, note=note)) + "\n"
         else:
             line = self.text(now, final=final, note=note) + "\n"
-        try:
-            self.stream.write(line)
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed pipe must not stop the simulation
-            self._finished = True
+        with OUTPUT_LOCK:
+            try:
+                self.stream.write(line)
+                self.stream.flush()
+            except (OSError, ValueError):  # a closed pipe must not stop the simulation
+                self._finished = True
+            self._bar_open = self.tty and not final
         self.shown = True
+
+    def interrupt(self) -> None:
+        """Before another line is written (called under ``OUTPUT_LOCK``): erase a bar left on the terminal's
+        last line; it is drawn again at the next ``interval``."""
+        if self._bar_open:
+            self._bar_open = False
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.write("\r\033[K")
 
 
 _current: Progress | None = None
@@ -149,6 +192,7 @@ def reporting(progress: Progress | None, ticker: bool = True) -> Iterator[Progre
         yield None
         return
     previous, _current = _current, progress
+    previous_hook = set_before_line(progress.interrupt) if progress.tty else None
     stop = threading.Event()
     thread = None
     if ticker:
@@ -166,4 +210,6 @@ def reporting(progress: Progress | None, ticker: bool = True) -> Iterator[Progre
         if thread is not None:
             thread.join(timeout=2)
         _current = previous
+        if progress.tty:
+            set_before_line(previous_hook)
         progress.finish("stopped")  # no-op after the caller's own finish(); ends a drawn bar with a newline

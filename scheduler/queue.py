@@ -2,7 +2,12 @@
 
 Modelled on kube-scheduler's ``PriorityQueue`` (``pkg/scheduler/backend/queue``):
 
-* **active**: a heap ordered by the profile's QueueSort ``less`` (ties: order of entry into active).
+* **active**: a heap ordered by the profile's QueueSort ``less`` (PrioritySort: priority, then the queue
+  timestamp). The queue timestamp is set when the pod is added (``arrival(pod)`` if given, else the
+  clock) and refreshed at each failed attempt, as kube-scheduler's ``AddUnschedulableIfNotPresent``
+  does ("Refresh the timestamp since the pod is re-added"); a pod kept in **gated** by PreEnqueue keeps
+  it. Ties (equal timestamps: a fake clock) go to the timestamp set first, so a pod gated until its
+  template claims exist is tried in its arrival order, not behind every pod that was never gated.
   Every pod entering active passes PreEnqueue first (kube-scheduler's ``moveToActiveQ``); a pod
   PreEnqueue rejects goes to **gated** instead.
 * **backoff**: a heap ordered by backoff expiry. Backoff is ``initial * 2**(attempts-1)`` capped at
@@ -89,7 +94,8 @@ PodFilter = Callable[["Pod"], bool]
 class _Entry:
     info: QueuedPodInfo
     pool: str = ""
-    seq: int = 0  # order of entry into active/backoff (FIFO tie-break)
+    seq: int = 0  # order of entry into backoff (FIFO tie-break there)
+    stamped: int = 0  # order in which info.timestamp was set (tie-break in active)
     heap_index: int = -1
     last_failure: float | None = None
     expiry: float = 0.0  # backoff expiry while in the backoff heap
@@ -210,7 +216,10 @@ class SchedulingQueue:
         max_in_unschedulable: float = 300.0,
         pre_enqueue: Callable[[Pod], Status] | None = None,
         events: Mapping[str, set[tuple[str, str]]] | None = None,
+        arrival: Callable[[Pod], float] | None = None,
     ) -> None:
+        """``arrival``: the queue timestamp of a pod's first add, on ``clock``'s time line (default: ``clock.now()``,
+        when the informer delivered the pod); ``simulate`` passes the pod's ``creationTimestamp``."""
         if initial_backoff < 0 or max_backoff < initial_backoff:
             raise ValueError("need 0 <= initial_backoff <= max_backoff")
         if max_in_unschedulable < 0:
@@ -221,6 +230,7 @@ class SchedulingQueue:
         self._max_backoff = max_backoff
         self._max_in_unschedulable = max_in_unschedulable
         self._pre_enqueue = pre_enqueue
+        self._arrival = arrival
         self._events: dict[str, frozenset[tuple[str, str]]] | None = (
             None if events is None else {p: frozenset(ev) for p, ev in events.items()}
         )
@@ -230,7 +240,7 @@ class SchedulingQueue:
                 return True
             if less(b.info, a.info):
                 return False
-            return a.seq < b.seq
+            return a.stamped < b.stamped
 
         def backoff_lt(a: _Entry, b: _Entry) -> bool:
             return (a.expiry, a.seq) < (b.expiry, b.seq)
@@ -246,6 +256,7 @@ class SchedulingQueue:
         self._inflight_events: deque[_InFlightEvent] = deque()
         self._overflow_cycle = -1  # in-flight events up to this cycle were dropped (count as matching)
         self._seq = 0
+        self._stamps = 0
         self._cycle = 0
         self._closed = False
         self._wakeup = asyncio.Event()
@@ -263,7 +274,8 @@ class SchedulingQueue:
             return
         if pod.node_name:
             return
-        e = _Entry(QueuedPodInfo(pod=pod, timestamp=self._clock.now()))
+        e = _Entry(QueuedPodInfo(pod=pod, timestamp=0.0))
+        self._stamp(e, self._clock.now() if self._arrival is None else self._arrival(pod))
         self._entries[pod.key] = e
         self._to_active(e)
 
@@ -414,6 +426,7 @@ class SchedulingQueue:
             return
         self._leave_in_flight(e, keep_events=True)
         e.last_failure = self._clock.now()
+        self._stamp(e, e.last_failure)  # upstream: "Refresh the timestamp since the pod is re-added"
         e.info.unschedulable_plugins = set(plugins)
         retry = e.updated_in_flight or self._event_since(pod_cycle, e.info.unschedulable_plugins, e.info.pod)
         self._prune_inflight_events()
@@ -429,6 +442,7 @@ class SchedulingQueue:
             return
         self._leave_in_flight(e)
         e.last_failure = self._clock.now()
+        self._stamp(e, e.last_failure)
         self._requeue(e)
 
     def on_event(self, kind: str, action: str, pod_filter: PodFilter | None = None) -> int:
@@ -505,6 +519,12 @@ class SchedulingQueue:
         return e if e is not None and e.info is info else None
 
     # --- moves ----------------------------------------------------------------------------------------
+
+    def _stamp(self, e: _Entry, timestamp: float) -> None:
+        """Set the queue timestamp (QueueSort's key after priority) and its rank among the timestamps set."""
+        e.info.timestamp = timestamp
+        self._stamps += 1
+        e.stamped = self._stamps
 
     def _backoff_duration(self, attempts: int) -> float:
         return min(self._max_backoff, self._initial_backoff * 2.0 ** min(max(attempts, 1) - 1, 64))

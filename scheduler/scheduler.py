@@ -80,7 +80,10 @@ class Scheduler:
         registry: Mapping[str, PluginSpec] | None = None,
         inline_binding: bool = False,
         wallclock: Callable[[], str] | None = None,
+        queue_timestamp: Callable[[Pod], float] | None = None,
     ) -> None:
+        """``queue_timestamp``: a pod's queue timestamp when it is first queued (PrioritySort's order after
+        priority), on ``clock``'s time line; default the clock's time then (simulate: its creationTimestamp)."""
         self.cache = cache
         self.api = api
         self.config = config
@@ -107,6 +110,7 @@ class Scheduler:
             max_backoff=config.pod_max_backoff_seconds,
             pre_enqueue=self._pre_enqueue,
             events=events,
+            arrival=queue_timestamp,
         )
         self._next_start = 0
         self._binding_tasks: set[asyncio.Task[bool]] = set()

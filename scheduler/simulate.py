@@ -2,8 +2,29 @@
 
 The input is what a user would ``kubectl apply`` (or ``kubectl get -o yaml`` output, ``kind: List``
 included). The objects are loaded into an in-memory API server; the claim controller creates template
-claims; then the same queue, scheduling cycle and binder as the live scheduler run until nothing changes
-(every pod bound, or left unschedulable after its retries). A fake clock makes backoff instant.
+claims; then the same queue, scheduling cycle and binder as the live scheduler run until nothing changes.
+A fake clock makes backoff instant.
+
+* **Order.** Every pod is in the queue from the start, as if each had arrived at its ``creationTimestamp``:
+  pods are tried by priority, then ``creationTimestamp``, then file order (PrioritySort, kube-scheduler
+  1.37.2 ``pkg/scheduler/framework/plugins/queuesort``: priority, then the queue timestamp, which is when
+  the informer delivered the pod). A pod whose template claims the claim controller creates first keeps its
+  place. A pod without ``creationTimestamp`` gets the API server's default here, 2026-01-01T00:00:00Z (the
+  fake clock's start); if some are later than that, all are shifted back by the same amount, so that a
+  retried pod (its queue timestamp refreshed at each failed attempt, as upstream) comes after every pod
+  not tried yet.
+* **End.** A pod that did not fit is tried again when an event one of its rejecting plugins registered
+  arrives (after its backoff, instant here), and gives up after ``max_attempts`` failures in a row with no
+  pod bound in between; the run ends when no pod is active or backing off. kube-scheduler also retries
+  every pod that has waited 5 minutes in its unschedulable pool (``podMaxInUnschedulablePodsDuration``,
+  checked every 30 s by ``flushUnschedulablePodsLeftover`` in ``pkg/scheduler/backend/queue/
+  scheduling_queue.go``) or behind PreEnqueue. ``simulate`` does not: every change of its cluster reaches the
+  queue at once, so such a retry would meet only changes the pod's rejecting plugins declare irrelevant and
+  fail the same way, at the cost of a full filter pass per pending pod every 5 minutes of fake time (device
+  binding-condition waits move that clock by their ``bindingTimeout``, 10 minutes by default). What this
+  leaves out: a rejection that depends on time alone (a PodGroup's ``scheduleTimeoutSeconds`` is noticed only
+  when a member is tried after it), and a plugin that registers too few events (its pod stays pending here;
+  upstream retries it after 5 minutes).
 """
 
 from __future__ import annotations
@@ -13,9 +34,8 @@ import contextlib
 import copy
 import gc
 import os
-import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,8 +45,9 @@ from scheduler.cache import Cache
 from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, create_podgroup_claims, release_claims
 from scheduler.config import SchedulerConfig, default_config, load_config_text
 from scheduler.framework.hooks import device_explainers, fake_binding_clock, use_binding_clock
+from scheduler.logging import write_line
 from scheduler.memapi import CLUSTER_SCOPED, InMemoryAPI
-from scheduler.model import ModelError
+from scheduler.model import ModelError, Pod
 from scheduler.queue import FakeClock
 from scheduler.scheduler import Scheduler
 from scheduler.simulate_report import (
@@ -93,6 +114,7 @@ ORDER = [
     "Pod",
 ]
 CONFIG_KEY = "scheduler-config.yaml"
+DEFAULT_CREATION = "2026-01-01T00:00:00Z"  # what the in-memory API server gives an object without one: the run's start
 
 
 class InputError(ValueError):
@@ -147,7 +169,7 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
         if rejected is not None:
             rejected.append(message)
         else:
-            print(f"error: {message} (not loaded)", file=sys.stderr)
+            write_line(f"error: {message} (not loaded)")
 
     objs: list[dict[str, Any]] = []
     seen: dict[tuple[str, str, str], str] = {}
@@ -188,12 +210,11 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
                     # Deployments, Jobs, ... do not take part in scheduling: say so and go on.
                     job_note = _job_scheduling_note(obj)
                     if job_note:
-                        print(f"note: {where}: {job_note}", file=sys.stderr)
+                        write_line(f"note: {where}: {job_note}")
                         continue
-                    print(
+                    write_line(
                         f"note: {where}: {obj['apiVersion']}/{obj['kind']} "
-                        f"{describe(obj).partition(' ')[2]} does not affect scheduling, skipped",
-                        file=sys.stderr,
+                        f"{describe(obj).partition(' ')[2]} does not affect scheduling, skipped"
                     )
                     continue
                 errors = check_object(obj, cluster_scoped=obj["kind"] in CLUSTER_SCOPED) or workload_api.validate(obj)
@@ -308,6 +329,47 @@ def admit_match_label_keys(objs: Sequence[dict[str, Any]]) -> None:
                         sel["matchExpressions"].append(req)
 
 
+def _wall_seconds(ts: object) -> float | None:
+    """An RFC 3339 time (``creationTimestamp``) in seconds since the epoch; None if it is not one."""
+    if not isinstance(ts, str):
+        return None
+    try:
+        t = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def creation_order(objs: Iterable[Mapping[str, Any]], now: float, epoch: float) -> Callable[[Pod], float]:
+    """The queue timestamp of a pod when it is first queued: its ``creationTimestamp`` on the fake clock, which
+    reads ``now`` at the start, when the wall clock reads ``epoch + now`` (a pod without one has the API
+    server's default, :data:`DEFAULT_CREATION`; one that is not a time counts as ``now``, after the others).
+    If a pod of ``objs`` was created after the start, every pod is shifted back by the same amount: none is
+    later than ``now``, so a pod retried at ``now`` or later (its timestamp refreshed) comes after every pod
+    not tried yet."""
+    latest = max(
+        (
+            w
+            for o in objs
+            if o.get("kind") == "Pod"
+            and (w := _wall_seconds((o.get("metadata") or {}).get("creationTimestamp") or DEFAULT_CREATION)) is not None
+        ),
+        default=epoch + now,
+    )
+    offset = -epoch - max(0.0, latest - (epoch + now))
+    memo: dict[str, float] = {}
+
+    def timestamp(pod: Pod) -> float:
+        ts = pod.meta.creation_timestamp or DEFAULT_CREATION
+        t = memo.get(ts)
+        if t is None:
+            wall = _wall_seconds(ts)
+            t = memo[ts] = now if wall is None else min(now, wall + offset)
+        return t
+
+    return timestamp
+
+
 def _fake_binding_waits(sched: Scheduler, clock: FakeClock, epoch: float) -> None:
     """Binding-cycle waits (DynamicResources' PreBind wait for device binding conditions, KEP-5007) run on the
     fake clock: every plugin that is :class:`~scheduler.framework.hooks.BindingClockAware` gets it. No DRA
@@ -355,7 +417,15 @@ async def _simulate(
     def wallclock() -> str:  # deterministic: the fake clock on a fixed date
         return datetime.fromtimestamp(epoch + clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    sched = Scheduler(cache, api, config, clock=clock, inline_binding=True, wallclock=wallclock)
+    sched = Scheduler(
+        cache,
+        api,
+        config,
+        clock=clock,
+        inline_binding=True,
+        wallclock=wallclock,
+        queue_timestamp=creation_order(objs, clock.now(), epoch),
+    )
     # preemption's victims: deletionTimestamp, then graceful termination completes at once (fake clock)
     api.graceful_pod_deletion, api.now = True, wallclock
     _fake_binding_waits(sched, clock, epoch)
@@ -372,7 +442,7 @@ async def _simulate(
     admit_priorities(objs, refused)  # a pod the Priority admission plugin refuses is left out, not the run
     if refused:
         for o in refused:
-            print(f"error: {o.pop('_refusal')} (not admitted)", file=sys.stderr)
+            write_line(f"error: {o.pop('_refusal')} (not admitted)")
         objs = [o for o in objs if all(o is not r for r in refused)]
     admit_disruption_budgets(objs)
     admit_match_label_keys(objs)
@@ -402,16 +472,12 @@ async def _simulate(
     loaded, loaded_cpu = time.perf_counter(), time.process_time()
     q = sched.queue
     while True:
-        info = q.pop()
+        info = q.pop()  # moves the pods whose backoff is over; never the unschedulable pool (docstring: End)
         if info is None:
-            q.flush()
-            if q.lengths()["active"]:
-                continue
             wake = q.next_wakeup()
             if wake is None:
                 break
             clock.set(max(wake, clock.now()))
-            q.flush()
             continue
         key = info.pod.key
         # A pod gives up after max_attempts failures in a row with no pod bound in between: a pod

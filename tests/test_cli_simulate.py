@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import subprocess
+import sys
+import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 
 from scheduler import progress
 from scheduler.cli import main
+from scheduler.logging import configure_logging, write_line
 from scheduler.progress import Progress, reporting
 from scheduler.simulate import run_simulation, to_json, to_table
 from scheduler.simulate_report import left_to_other_schedulers, pending_exit_code
@@ -238,11 +246,156 @@ def test_progress_lines_through_the_command_line(
     monkeypatch.setattr(progress, "MIN_DURATION", 0.0)
     monkeypatch.setattr(progress, "LINE_INTERVAL", 0.0)
     path = write(tmp_path, node("n1"), *(pod(f"p{i}") for i in range(3)))
-    assert main(["simulate", path]) == 0
+    assert main(["simulate", path, "--log-format", "text"]) == 0
     captured = capsys.readouterr()
     err = captured.err.splitlines()
     assert "simulate: scheduling: 3/3 pods bound (100%), 3 attempts, " in "\n".join(err)
     assert err[-1].startswith("simulate: done in ") and err[-1].endswith(": 3/3 pods scheduled, 0 unschedulable")
     assert "simulate:" not in captured.out  # stdout keeps the result only
+    # --log-format json (the default): the same lines as JSON records shaped like the log records
+    assert main(["simulate", path]) == 0
+    captured = capsys.readouterr()
+    records = [json.loads(line) for line in captured.err.splitlines()]
+    assert {"phase": "scheduling", "bound": 3, "pods": 3, "attempts": 3, "event": "simulate progress"}.items() <= (
+        next(r for r in records if r.get("bound") == 3).items()
+    )
+    last = records[-1]
+    assert (last["event"], last["result"], last["level"]) == (
+        "simulate done",
+        "3/3 pods scheduled, 0 unschedulable",
+        "info",
+    )
+    assert last["timestamp"].endswith("Z") and isinstance(last["seconds"], float)
+    assert "simulate" not in captured.out
     assert main(["simulate", path, "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_json_progress_records() -> None:
+    clock, out = FakeClock(), Stream(tty=False)
+    p = Progress(out, clock=clock, json_lines=True)
+    clock.t += 2.5
+    assert p.poll()
+    p.set_phase("scheduling", total=4)
+    clock.t += 5
+    p.update(2, 3)
+    p.finish("2/4 pods scheduled")
+    recs = [json.loads(line) for line in out.getvalue().splitlines()]
+    for r in recs:
+        assert r.pop("level") == "info" and r.pop("timestamp").endswith("Z")
+    assert recs == [
+        {"phase": "loading objects", "seconds": 2.5, "event": "simulate progress"},
+        {"phase": "scheduling", "bound": 2, "pods": 4, "attempts": 3, "seconds": 7.5, "event": "simulate progress"},
+        {"seconds": 7.5, "result": "2/4 pods scheduled", "event": "simulate done"},
+    ]
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+class SwitchingStream(io.StringIO):
+    """Where a log record is written: at the first write from this thread, another thread gets its turn (what a
+    thread switch at the worst moment does) and the progress ticker writes its line, if it can within 0.3 s."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ticker: threading.Thread | None = None
+        self.poll: Any = None
+
+    def write(self, text: str) -> int:
+        n = super().write(text)
+        if self.ticker is None and self.poll is not None and threading.current_thread() is threading.main_thread():
+            self.ticker = threading.Thread(target=self.poll)
+            self.ticker.start()
+            self.ticker.join(0.3)
+        return n
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_progress_line_from_the_ticker_never_lands_inside_a_log_record(fmt: str, restore_logging: None) -> None:
+    """structlog's PrintLogger wrote a record, then its newline, in two writes: a progress line the ticker thread
+    wrote in between was glued to the record (``{...}simulate: scheduling: ...``) and an empty line followed, so
+    ``--log-format json`` could not be read line by line. Now a record is one write, and the loggers and the
+    progress write under one lock."""
+    out = SwitchingStream()
+    configure_logging(level="info", fmt=fmt, stream=out)
+    p = Progress(out, tty=False, min_duration=0.0, interval=0.0)  # text lines: also what the old code wrote
+    out.poll = p.poll
+    structlog.get_logger("t").info("pod bound", pod="default/p", node="n1")
+    assert out.ticker is not None
+    out.ticker.join()
+    lines = out.getvalue().split("\n")
+    assert lines[-1] == "" and len(lines) == 3, lines
+    record, progress_line = lines[0], lines[1]
+    assert progress_line.startswith("simulate: loading objects, "), lines
+    if fmt == "json":
+        assert json.loads(record)["event"] == "pod bound"
+    else:
+        assert record.endswith("pod bound                      pod=default/p node=n1"), record
+
+
+def test_a_bar_on_the_terminal_is_erased_before_a_log_line(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging(level="info", fmt="json")  # to sys.stderr, here pytest's capture
+    clock = FakeClock()
+    p = Progress(sys.stderr, tty=True, clock=clock)
+    with reporting(p, ticker=False):
+        clock.t += 3
+        progress.update({"scheduled": 1})
+        structlog.get_logger("t").warning("a warning while the bar is drawn")
+        write_line("note: and a note")
+    err = capsys.readouterr().err
+    bar, rest = err.split("\r\033[K", 1)
+    assert bar.startswith("\rsimulate: loading objects... 3.0s")
+    lines = rest.split("\n")
+    assert json.loads(lines[0])["event"] == "a warning while the bar is drawn"
+    assert lines[1] == "note: and a note"
+    assert lines[2].startswith("\rsimulate: done in 3.0s: stopped")
+
+
+CHILD = """
+import sys
+sys.setswitchinterval(1e-6)  # thread switches everywhere: the ticker writes between any two writes
+from scheduler import progress
+progress.MIN_DURATION = 0.0  # progress from the start, a line every 0.5 ms: as a run of hours would print
+progress.LINE_INTERVAL = 0.0005
+from scheduler.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_stderr_is_json_lines_when_it_is_a_pipe(tmp_path: Path) -> None:
+    """The reported run: ``simulate -v`` with stderr a pipe (CI), ``--log-format json``. Every stderr line must be
+    one JSON object, log record or progress record. The child only shortens the progress thresholds (2 s, then
+    every 5 s) so that a run of a few seconds prints thousands of progress lines among its log records."""
+    objs = [node(f"n{i}") for i in range(10)] + [pod(f"p{i}") for i in range(300)]
+    path = write(tmp_path, *objs)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, "simulate", path, "-v", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["summary"]["scheduled"] == 40
+    lines = proc.stderr.split("\n")
+    assert lines[-1] == ""
+    records = []
+    for line in lines[:-1]:
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            pytest.fail(f"not a JSON line: {line!r}")
+    events = Counter(r["event"] for r in records)
+    assert events["pod bound"] == 40 and events["pod not scheduled"] == 260
+    assert events["simulate progress"] > 10 and events["simulate done"] == 1

@@ -144,7 +144,7 @@ class NodeScore:
 @dataclass(slots=True)
 class QueuedPodInfo:
     pod: Pod
-    timestamp: float  # when it was first added to the queue
+    timestamp: float  # queue timestamp: when it was added (or its arrival time), refreshed at each failed attempt
     attempts: int = 0
     initial_attempt_timestamp: float | None = None
     unschedulable_plugins: set[str] = field(default_factory=set)

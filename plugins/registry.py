@@ -16,6 +16,7 @@ from plugins.defaultbinder import SPEC as DEFAULT_BINDER
 from plugins.defaultpreemption import SPEC as DEFAULT_PREEMPTION
 from plugins.dra import plugin as dra
 from plugins.fieldguard import SPEC as UNSUPPORTED_FIELDS
+from plugins.fragmentation import plugin as frag
 from plugins.imagelocality import SPEC as IMAGE_LOCALITY
 from plugins.interpodaffinity import SPEC as INTER_POD_AFFINITY
 from plugins.nodeaffinity import SPEC as NODE_AFFINITY
@@ -36,13 +37,24 @@ from plugins.volumezone import SPEC as VOLUME_ZONE
 from scheduler.config import PluginRef
 from scheduler.framework.registry import NO_DEFAULT, ArgDoc, PluginSpec, Registry
 
+# DeviceFragmentation's weight: above the sum of the weights that can pull a device pod elsewhere on a
+# GPU node (NodeResourcesFit's LeastAllocated 1 + BalancedAllocation 1 + GpuTopology 3 + DynamicResources 2),
+# so the stranded capacity decides among nodes and topology among equals; a cluster without device claims
+# scores 0 everywhere with it (docs/configuration.md shows the plain kube-scheduler scoring).
+FRAGMENTATION_WEIGHT = 10
+
 # The default profile: every extension point with its plugins, in order (kube-scheduler's defaults,
 # restricted to the plugins this scheduler implements, plus DynamicResources everywhere it acts).
 DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
     # kube-scheduler 1.37.2's default profile (pkg/scheduler/apis/config/v1/default_plugins.go), in its
     # order, plus GpuTopology. A plugin listed at a point it does not implement (its registry entry's
     # ``points``) is left out there, as upstream's multiPoint expansion does.
-    "preEnqueue": (PluginRef("SchedulingGates"), PluginRef("DynamicResources"), PluginRef("DefaultPreemption")),
+    "preEnqueue": (
+        PluginRef("SchedulingGates"),
+        PluginRef("DynamicResources"),
+        PluginRef("DefaultPreemption"),
+        PluginRef("DeviceFragmentation"),  # ours: observes the pending mix, never rejects
+    ),
     "queueSort": (PluginRef("PrioritySort"),),
     "preFilter": (
         PluginRef("UnsupportedFields"),  # ours: a field we do not implement rejects the pod, naming it
@@ -56,6 +68,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
         PluginRef("GpuTopology"),  # hands DynamicResources the device-order hook, so it runs first
+        PluginRef("DeviceFragmentation"),  # learns the mix, chains its device order after GpuTopology's
         PluginRef("DynamicResources"),
         PluginRef("NodeDeclaredFeatures"),
     ),
@@ -97,6 +110,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
         PluginRef("GpuTopology", 3),
+        PluginRef("DeviceFragmentation", FRAGMENTATION_WEIGHT),
     ),
     "reserve": (PluginRef("VolumeBinding"), PluginRef("DynamicResources")),
     "permit": (),
@@ -132,6 +146,15 @@ def _gpu_topology_arg_docs() -> list[ArgDoc]:
     return [ArgDoc(f, values.get(f, NO_DEFAULT)) for f in topo._FIELDS]
 
 
+def _fragmentation_arg_docs() -> list[ArgDoc]:
+    return [
+        ArgDoc("window", frag.DEFAULT_WINDOW),
+        ArgDoc("scale", frag.DEFAULT_SCALE),
+        ArgDoc("strand", frag.DEFAULT_STRAND),
+        ArgDoc("multiDevice", frag.DEFAULT_MULTI_DEVICE),
+    ]
+
+
 def _node_affinity_arg_docs() -> list[ArgDoc]:
     return [ArgDoc("addedAffinity")]
 
@@ -165,6 +188,7 @@ def in_tree_registry() -> dict[str, PluginSpec]:
         IMAGE_LOCALITY,
         NODE_DECLARED_FEATURES,
         _documented(topo.SPEC, _gpu_topology_arg_docs),
+        _documented(frag.SPEC, _fragmentation_arg_docs),
         DEFAULT_BINDER,
     ]
     return {s.name: s for s in specs}

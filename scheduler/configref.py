@@ -99,6 +99,13 @@ _NOTES: Mapping[str, Mapping[str, str]] = {
         "preferredLevel": "a gang prefers one domain of this level",
         "deviceOrder": "order a node's devices by interconnect before DynamicResources allocates",
     },
+    "DeviceFragmentation": {
+        "window": "pods (the most recent to enter the queue) whose shapes make the learned request mix",
+        "scale": "thousandths of a device that count as a full score difference at least (min-max floor)",
+        "strand": "percent weight of the free devices a node's cpu/memory left could not serve at the mix's ratio",
+        "multiDevice": "percent of the score kept for a pod asking several devices in one request on a node "
+        "GpuTopology models (there interconnect quality decides)",
+    },
 }
 
 
@@ -241,7 +248,7 @@ def render() -> str:
     w("## The default profile")
     w("")
     w("Plugins in the order they run at each extension point (kube-scheduler 1.37.2's defaults plus")
-    w("UnsupportedFields and GpuTopology); score weights in brackets.")
+    w("UnsupportedFields, GpuTopology and DeviceFragmentation); score weights in brackets.")
     w("")
     w("| extension point | plugins |")
     w("|---|---|")
@@ -249,6 +256,23 @@ def render() -> str:
         refs = profile.get(point, ())
         names = ", ".join(f"{r.name} ({r.weight})" if point == "score" else r.name for r in refs)
         w(f"| `{point}` | {names or '-'} |")
+    w("")
+    w("### kube-scheduler's scoring, without the device placement of dra-scheduler")
+    w("")
+    w("DeviceFragmentation scores 0 on every node when no pending or recent pod asks for DRA devices, so a")
+    w("cluster without devices is scored exactly as by kube-scheduler 1.37.2. To turn off the fragmentation-aware")
+    w("placement on a GPU cluster too (kube-scheduler's node scoring, upstream device order), disable it and")
+    w("GpuTopology; `dra-scheduler check-config` validates the file:")
+    w("")
+    w("```yaml")
+    w(f"apiVersion: {API_VERSION}")
+    w(f"kind: {KIND}")
+    w("profiles:")
+    w("- schedulerName: dra-scheduler")
+    w("  plugins:")
+    w("    multiPoint:")
+    w("      disabled: [{name: DeviceFragmentation}, {name: GpuTopology}]")
+    w("```")
     w("")
     w("## Plugins")
     w("")

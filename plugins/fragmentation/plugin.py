@@ -1,0 +1,472 @@
+"""DeviceFragmentation: place pods and choose their devices so that the least device capacity is stranded.
+
+The measure and its sources are in :mod:`plugins.fragmentation.core` (Fragmentation Gradient Descent, USENIX
+ATC '23, generalised to DRA). This module is the framework adapter:
+
+PreEnqueue  learns the request mix online: the shape (cpu, memory, device requests) of every pod entering the
+            queue, once per pod (PreFilter too, for a pod whose claims did not exist yet), over a sliding
+            window of the last ``window`` pods: the pending queue and recent arrivals, no hand-written table.
+            Never rejects a pod.
+PreFilter   Pods whose claims are unallocated get a device-order hook for DynamicResources
+            (chained after GpuTopology's): for a request of one device, or of shares of consumable capacity,
+            the candidates that leave the node least fragmented come first (ties keep GpuTopology's order, so
+            multi-GPU claims keep their NVLink/NUMA choice).
+Score       how much placing the pod (its cpu/memory and the devices DynamicResources chose there) lowers the
+            node's fragmentation under the mix, in thousandths of a device. CPU-only pods are scored too: cpu
+            and memory taken from a node whose free GPUs need them strand those GPUs.
+Normalize   min-max over the nodes looked at, with a floor of one whole device (``scale``): differences far
+            below a device's worth do not spread to the full 0..100.
+
+A cluster whose mix holds no device request (no DRA claims) gets 0 on every node: its placements are exactly
+kube-scheduler's.
+
+Args::
+
+    window: 2000      # pods whose shapes make the mix (the most recent ones)
+    scale: 1000       # thousandths of a device that count as a full score difference at least
+    strand: 50        # percent: weight of free devices the node's cpu/memory left could not serve (core.Mix)
+    multiDevice: 10   # percent of the score kept for a pod asking several devices in one request, on nodes
+                      # GpuTopology models: there NVLink/NUMA quality decides and fragmentation breaks ties
+                      # (100: fragmentation as for any pod; nodes without a topology model always get 100)
+
+No node token: the score reads the device ledger only through DynamicResources' allocation and the ledger's
+per-node revision, which DynamicResources' node token already guards for every pod (see GpuTopology).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from plugins.dra.allocator import Allocator, Candidate, ClaimAllocation, ClaimInput
+from plugins.dra.plugin import DEVICE_ORDER_KEY, ClaimResolutionError, node_allocation, pod_claims
+from plugins.dra.plugin import NAME as DRA_NAME
+from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
+from plugins.fragmentation.core import DeviceModel, Mix, NodeModel, ReqShape, Shape, State, UnitModel, free_amount
+from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
+from scheduler.framework.registry import PluginSpec
+from scheduler.ledger import DeviceID, DeviceLedger
+from scheduler.model import CPU, MEMORY, ClaimSpec, DeviceRequest, Node, Pod, RequestSpec
+
+if TYPE_CHECKING:
+    from scheduler.cache import NodeInfo, Snapshot
+
+NAME = "DeviceFragmentation"
+SHAPE_KEY = "DeviceFragmentation/shape"
+DEFAULT_WINDOW = 2000
+DEFAULT_SCALE = 1000
+DEFAULT_STRAND = 50
+DEFAULT_MULTI_DEVICE = 10
+TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)
+
+
+def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
+    errs: list[str] = []
+    for k, v in args.items():
+        if k not in ("window", "scale", "strand", "multiDevice"):
+            errs.append(f"{path}.{k}: unknown field")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < (1 if k in ("window", "scale") else 0):
+            errs.append(f"{path}.{k}: must be a {'positive' if k in ('window', 'scale') else 'non-negative'} integer")
+    return errs
+
+
+def _spec_of(req: DeviceRequest) -> RequestSpec | None:
+    if req.exactly is not None:
+        return req.exactly
+    return req.first_available[0] if req.first_available else None
+
+
+def _need(spec: RequestSpec) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((name, q.milli_value()) for name, q in spec.capacity))
+
+
+class DeviceFragmentation:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        self.window = int(args.get("window", DEFAULT_WINDOW))
+        self.scale = int(args.get("scale", DEFAULT_SCALE))
+        self.strand = int(args.get("strand", DEFAULT_STRAND)) / 100
+        self.multi_device = int(args.get("multiDevice", DEFAULT_MULTI_DEVICE))
+        self._seen: OrderedDict[str, Shape] = OrderedDict()  # pod uid -> shape, the window
+        self._counts: dict[Shape, int] = {}
+        self._specs: dict[Hashable, tuple[ClaimInput, RequestSpec]] = {}  # request key -> a spec to match with
+        self.mix = Mix(())
+        self._since_rebuild = 0
+        self._versions = 0
+        self._models: dict[str, tuple[Any, frozenset[Hashable], NodeModel]] = {}
+        self._allocator: Allocator | None = None
+        self._allocator_key: Any = None
+        self._dra: Any = None
+        self.stats = {"shapes": 0, "mix_versions": 0, "models": 0}
+
+    # --- the mix ---------------------------------------------------------------------------------------------
+
+    def shape_of(self, snap: Snapshot, pod: Pod) -> Shape:
+        cached: Shape | None = pod.memo.get(SHAPE_KEY)
+        if cached is not None:
+            return cached
+        reqs: list[ReqShape] = []
+        claims = pod_claims(snap, pod) if pod.claims else []  # ClaimResolutionError: not known yet
+        for c in claims:
+            if c.allocation is not None:
+                continue
+            for r in c.spec.requests:
+                spec = _spec_of(r)
+                if spec is None:
+                    continue
+                key = (spec.device_class_name, spec.selectors)
+                if key not in self._specs:
+                    if len(self._specs) > 10_000:
+                        self._specs.clear()
+                    one = ClaimSpec(requests=(DeviceRequest(spec.name, spec, ()),), constraints=(), config=())
+                    self._specs[key] = (ClaimInput(c.key, c.meta.uid, one), spec)
+                count = spec.count if spec.allocation_mode == "ExactCount" else 1
+                reqs.append(ReqShape(key, max(count, 1), _need(spec)))
+        shape = Shape(pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), tuple(reqs))
+        pod.memo[SHAPE_KEY] = shape
+        return shape
+
+    def observe(self, uid: str, shape: Shape) -> None:
+        """Count a pod's shape once (by UID) in the sliding window; rebuild the mix when it has drifted."""
+        if uid in self._seen:
+            return
+        self._seen[uid] = shape
+        self._counts[shape] = self._counts.get(shape, 0) + 1
+        if len(self._seen) > self.window:
+            _, old = self._seen.popitem(last=False)
+            n = self._counts[old] - 1
+            if n:
+                self._counts[old] = n
+            else:
+                del self._counts[old]
+        self._since_rebuild += 1
+        new_shape = shape.reqs and not any(s == shape for s, _ in self.mix.shapes)
+        # Rebuild at 1, 2, 4, ... observations while the mix is young, then every window/4 pods or on a shape
+        # the mix lacks: each rebuild drops the memo and the batches of equal pods, so not on every pod.
+        young = len(self._seen) < 256 and self._since_rebuild >= max(1, len(self._seen) // 2)
+        if young or self._since_rebuild >= max(64, self.window // 4) or (new_shape and self._since_rebuild >= 16):
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._since_rebuild = 0
+        self._versions += 1
+        self.stats["mix_versions"] = self._versions
+        self.mix = Mix([(s, float(n)) for s, n in self._counts.items()], self._versions, self.strand)
+        self.stats["shapes"] = len(self.mix.shapes)
+
+    # --- node models -----------------------------------------------------------------------------------------
+
+    def set_handle(self, handle: Any) -> None:
+        """The framework: DynamicResources' instance (its CEL engine, pools and features) matches the mix's
+        requests to devices, also in the cycles of pods without claims."""
+        dra = getattr(handle, "instances", {}).get(DRA_NAME)
+        if dra is not None:
+            self._dra = dra
+
+    def _alloc(self, state: CycleState) -> Allocator | None:
+        data = state.read(DRA_STATE_KEY)
+        if data is not None and data.owner is not None:
+            self._dra = data.owner
+        if self._dra is None:
+            return None
+        snap = state.snapshot
+        key = (id(snap.classes), snap.class_generation, snap.slices.generation)
+        if self._allocator is None or self._allocator_key != key or self._allocator.ledger is not snap.ledger:
+            dra = self._dra
+            self._allocator = Allocator(dra.features, snap.ledger, snap.classes, dra.selectors, dra.device_inputs)
+            self._allocator_key = key
+        return self._allocator
+
+    def model(self, state: CycleState, info: NodeInfo) -> NodeModel | None:
+        """The node's devices that the mix's requests match, grouped in units (cached per slices and keys)."""
+        mix = self.mix
+        if not mix:
+            return None
+        snap = state.snapshot
+        slices = snap.slices.for_node(info.name)
+        cached = self._models.get(info.name)
+        gen = (snap.slices.generation, snap.class_generation, id(info.node))
+        if cached is not None and cached[0] == gen and cached[1] == mix.keys:
+            return cached[2]
+        alloc = self._alloc(state)
+        if alloc is None or self._dra is None:
+            return None
+        if not slices:
+            m = NodeModel((), ())
+        else:
+            pools = self._dra._node_pools(snap, info)
+            m = build_model(info.node, pools, mix.keys, self._specs, alloc)
+        self.stats["models"] += 1
+        self._models[info.name] = (gen, mix.keys, m)
+        return m
+
+    # --- PreEnqueue / PreFilter -----------------------------------------------------------------------------------
+
+    def pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status:
+        """Never rejects: observes the shape of every pod entering the queue (the pending mix)."""
+        with contextlib.suppress(ClaimResolutionError):  # claims not created yet: seen at PreFilter
+            self.observe(pod.meta.uid, self.shape_of(snapshot, pod))
+        return Status.ok()
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        snap = state.snapshot
+        try:
+            shape = self.shape_of(snap, pod)
+        except ClaimResolutionError:
+            return None, Status.ok()  # DynamicResources reports it
+        self.observe(pod.meta.uid, shape)
+        if shape.reqs and self.mix:
+            prev = state.read(DEVICE_ORDER_KEY)
+
+            def order(node: Node, cands: Sequence[Candidate], spec: RequestSpec, count: int) -> Sequence[Candidate]:
+                base = prev(node, cands, spec, count) if prev is not None else cands
+                return self.order_devices(state, pod, node, cands, base, spec, count)
+
+            state.write(DEVICE_ORDER_KEY, order)
+        return None, Status.ok()
+
+    def order_devices(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node: Node,
+        cands: Sequence[Candidate],
+        base: Sequence[Candidate],
+        spec: RequestSpec,
+        count: int,
+    ) -> Sequence[Candidate]:
+        """For one device (or shares of consumable capacity): the candidates by the fragmentation they leave."""
+        if count != 1 and not (spec.capacity and all(c.device.allow_multiple_allocations for c in cands)):
+            return base
+        snap = state.snapshot
+        info = snap.node_map.get(node.name)
+        if info is None:
+            return base
+        model = self.model(state, info)
+        if model is None or not model.devices:
+            return base
+        cpu_left, mem_left = _left(info, pod)
+        st = node_state(model, snap.ledger, ())
+        need = _need(spec)
+        first = {id(c): i for i, c in enumerate(base)}
+        scored: list[tuple[float, int, int, Candidate]] = []
+        for i, c in enumerate(cands):
+            d = model.index.get(c.id)
+            if d is None:
+                return base
+            after = _take(model, st, d, need)
+            if after is None:
+                continue
+            u = model.devices[d].unit
+            f = self.mix.value(model, after, cpu_left, mem_left)
+            # ties: the unit with the least left (best fit: shares stack), then GpuTopology's preference
+            scored.append((round(f, 6), free_amount(model.units[u], st[0][u]), first.get(id(c), len(base) + i), c))
+        if not scored:
+            return base
+        scored.sort(key=lambda t: t[:3])
+        return [t[3] for t in scored]
+
+    # --- Score --------------------------------------------------------------------------------------------------
+
+    def sign(self, state: CycleState, pod: Pod) -> Hashable | None:
+        return (self.mix.version, self.shape_of(state.snapshot, pod))
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        mix = self.mix
+        if not mix:
+            return 0
+        model = self.model(state, node)
+        if model is None or not model.units:
+            return 0
+        snap = state.snapshot
+        cpu_free, mem_free = _left(node, None)
+        before = node_state(model, snap.ledger, ())
+        results: list[tuple[DeviceID, Mapping[str, int] | None]] = []
+        if state.read(DRA_STATE_KEY) is not None:
+            allocs = node_allocation(state, node)
+            if allocs is None:
+                return 0
+            results = _results(allocs)
+        after = node_state(model, snap.ledger, results)
+        shape = self.shape_of(snap, pod)
+        f0 = mix.value(model, before, cpu_free, mem_free)
+        f1 = mix.value(model, after, cpu_free - shape.cpu, mem_free - shape.mem)
+        delta = f0 - f1
+        if self.multi_device < 100 and any(r.count > 1 for r in shape.reqs):
+            topo = state.read(TOPOLOGY_KEY)
+            if topo is not None and topo.view(snap, node.name) is not None:
+                # interconnect quality decides for multi-GPU claims where GpuTopology models the node
+                delta = delta * self.multi_device / 100
+        return round(delta)
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        if not scores:
+            return Status.ok()
+        lo = min(s.score for s in scores)
+        hi = max(s.score for s in scores)
+        span = max(hi - lo, self.scale)
+        for s in scores:
+            s.score = (s.score - lo) * MAX_NODE_SCORE // span
+        return Status.ok()
+
+
+# --- node models and states (pure helpers) ----------------------------------------------------------------------
+
+
+def build_model(
+    node: Node,
+    pools: Sequence[Any],
+    keys: frozenset[Hashable],
+    specs: Mapping[Hashable, tuple[ClaimInput, RequestSpec]],
+    alloc: Allocator,
+) -> NodeModel:
+    """Units and devices of ``node`` for the request ``keys`` (matched with DynamicResources' CEL engine)."""
+    matched: dict[DeviceID, set[Hashable]] = {}
+    cands: dict[DeviceID, Candidate] = {}
+    for key in keys:
+        got = specs.get(key)
+        if got is None:
+            continue
+        claim, spec = got
+        for c in alloc.matching(claim, spec, pools, node):
+            matched.setdefault(c.id, set()).add(key)
+            cands[c.id] = c
+    units: list[UnitModel] = []
+    unit_of: dict[Hashable, int] = {}
+    devices: list[DeviceModel] = []
+    ids: list[DeviceID] = []
+    counter_sets = {p.id: p.counter_sets for p in pools}
+    for dev_id in sorted(matched):
+        c = cands[dev_id]
+        d = c.device
+        if d.consumes_counters:
+            cc = d.consumes_counters[0]
+            sets = counter_sets.get(c.pool, {})
+            cap_map = sets.get(cc.counter_set)
+            if cap_map:
+                ukey = (c.pool, cc.counter_set)
+                dims = tuple(sorted(cap_map))
+                u = unit_of.get(ukey)
+                if u is None:
+                    u = unit_of[ukey] = len(units)
+                    units.append(UnitModel(dims, tuple(max(cap_map[n].milli_value(), 1) for n in dims)))
+                need = tuple(cc.counters[n].milli_value() if n in cc.counters else 0 for n in dims)
+                devices.append(DeviceModel(frozenset(matched[dev_id]), u, False, need))
+                ids.append(dev_id)
+                continue
+        if d.allow_multiple_allocations and d.capacity:
+            dims = tuple(sorted(d.capacity))
+            cap = tuple(max(d.capacity[n].value.milli_value(), 1) for n in dims)
+        else:
+            dims, cap = ("",), (1,)
+        units.append(UnitModel(dims, cap))
+        devices.append(DeviceModel(frozenset(matched[dev_id]), len(units) - 1, d.allow_multiple_allocations))
+        ids.append(dev_id)
+    return NodeModel(tuple(units), tuple(devices), tuple(ids), {dev_id: i for i, dev_id in enumerate(ids)})
+
+
+def _left(info: NodeInfo, pod: Pod | None) -> tuple[int, int]:
+    alloc = info.node.allocatable
+    cpu = alloc.get(CPU, 0) - info.requested.get(CPU, 0)
+    mem = alloc.get(MEMORY, 0) - info.requested.get(MEMORY, 0)
+    if pod is not None:
+        cpu -= pod.requests.get(CPU, 0)
+        mem -= pod.requests.get(MEMORY, 0)
+    return cpu, mem
+
+
+def _results(allocs: Sequence[ClaimAllocation]) -> list[tuple[DeviceID, Mapping[str, int] | None]]:
+    out: list[tuple[DeviceID, Mapping[str, int] | None]] = []
+    for a in allocs:
+        for r in a.results:
+            consumed = getattr(r, "consumed_capacity", None)
+            out.append(
+                ((r.driver, r.pool, r.device), {k: q.milli_value() for k, q in consumed.items()} if consumed else None)
+            )
+    return out
+
+
+def node_state(
+    model: NodeModel,
+    ledger: DeviceLedger,
+    extra: Sequence[tuple[DeviceID, Mapping[str, int] | None]],
+) -> State:
+    """What is left of each unit and which devices are free, from the ledger plus ``extra`` uses (a placement
+    being scored: device id and consumed capacity, None for the whole device)."""
+    ids = model.ids
+    index = model.index
+    lefts = [list(u.cap) for u in model.units]
+    free = [True] * len(model.devices)
+    extra_of: dict[int, list[Mapping[str, int] | None]] = {}
+    for used_id, consumed in extra:
+        i = index.get(used_id)
+        if i is not None:
+            extra_of.setdefault(i, []).append(consumed)
+    for i, (dev, some_id) in enumerate(zip(model.devices, ids, strict=True)):
+        dev_id: DeviceID = some_id  # type: ignore[assignment]  # this adapter's models hold DeviceIDs
+        uses: list[Mapping[str, int] | None] = list(extra_of.get(i, ()))
+        if ledger.is_allocated(dev_id):
+            uses.append(None)
+        shares = ledger.shared_consumption(dev_id)
+        if shares:
+            for c in shares.values():
+                uses.append({k: q.milli_value() for k, q in c.items()})
+        if not uses:
+            continue
+        free[i] = False
+        unit = model.units[dev.unit]
+        left = lefts[dev.unit]
+        if dev.counters is not None:
+            for j, n in enumerate(dev.counters):
+                left[j] -= n
+            continue
+        for consumed in uses:
+            if consumed is None or not dev.shareable or unit.dims == ("",):
+                for j in range(len(left)):
+                    left[j] = 0
+            else:
+                for j, name in enumerate(unit.dims):
+                    left[j] -= consumed.get(name, 0)
+    return tuple(tuple(x) for x in lefts), tuple(free)
+
+
+def _take(model: NodeModel, st: State, d: int, need: tuple[tuple[str, int], ...]) -> State | None:
+    """``st`` with one device of a request taken from device ``d`` (``need``: per-device capacity; empty: whole)."""
+    dev = model.devices[d]
+    unit = model.units[dev.unit]
+    lefts = [list(x) for x in st[0]]
+    left = lefts[dev.unit]
+    free = list(st[1])
+    if dev.counters is not None:
+        if not free[d]:
+            return None
+        for j, n in enumerate(dev.counters):
+            left[j] -= n
+    elif dev.shareable and need and unit.dims != ("",):
+        for name, amount in need:
+            if name not in unit.dims:
+                return None
+            j = unit.dims.index(name)
+            if left[j] < amount:
+                return None
+            left[j] -= amount
+    else:
+        if not free[d]:
+            return None
+        for j in range(len(left)):
+            left[j] = 0
+    free[d] = False
+    return tuple(tuple(x) for x in lefts), tuple(free)
+
+
+SPEC = PluginSpec(
+    name=NAME,
+    factory=DeviceFragmentation,
+    points=frozenset({"preEnqueue", "preFilter", "score"}),
+    validate_args=validate_args,
+)
+
+__all__ = ["NAME", "SPEC", "DeviceFragmentation", "build_model", "node_state", "validate_args"]

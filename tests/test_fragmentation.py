@@ -1,0 +1,294 @@
+"""DeviceFragmentation (plugins/fragmentation): the measure on hand-made node states, and placements through
+``simulate`` on small fleets where fragmentation decides whether the last pod fits.
+
+The measure is the paper's (Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
+Fragmentation Gradient Descent", USENIX ATC '23, §4.2: a node's fragmentation for a task is all its free GPU
+capacity when the task cannot run there, else the free capacity of the GPUs it cannot use; weighted by the
+workload's task popularity), generalised to DRA (plugins/fragmentation/core.py). Every simulate case below also
+runs with the plugin disabled, the profile kube-scheduler 1.37.2 would run, and checks that the last pod is then
+refused: the cases fail without the plugin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from plugins.fragmentation.core import DeviceModel, Mix, NodeModel, ReqShape, Shape, UnitModel, fragment
+from scheduler.config import load_config_text
+from scheduler.simulate import simulate
+
+GPU = ReqShape("gpu", 1)  # one whole GPU
+
+
+def _share(milli: int) -> ReqShape:
+    return ReqShape("gpu", 1, (("milli", milli),))
+
+
+def _gpus(n: int) -> NodeModel:
+    units = tuple(UnitModel(("milli",), (1000,)) for _ in range(n))
+    devs = tuple(DeviceModel(frozenset({"gpu"}), i, True) for i in range(n))
+    return NodeModel(units, devs, tuple(range(n)), {i: i for i in range(n)})
+
+
+def _state(*left: int) -> Any:
+    return tuple((v,) for v in left), tuple(v == 1000 for v in left)
+
+
+# --- the measure ------------------------------------------------------------------------------------------------
+
+
+def test_fragment_is_what_the_shape_cannot_use() -> None:
+    m = _gpus(2)
+    # a 470-share fits GPU 1 (530 left) and GPU 2: nothing stranded for it
+    assert fragment(m, _state(530, 1000), Shape(0, 0, (_share(470),)), 10, 10) == 0
+    # an 810-share only fits GPU 2: GPU 1's 530 are stranded for it
+    assert fragment(m, _state(530, 1000), Shape(0, 0, (_share(810),)), 10, 10) == 530
+    # a whole GPU: the partly used GPU is stranded
+    assert fragment(m, _state(530, 1000), Shape(0, 0, (GPU,)), 10, 10) == 530
+    # two whole GPUs do not fit: everything free is stranded
+    assert fragment(m, _state(530, 1000), Shape(0, 0, (ReqShape("gpu", 2),)), 10, 10) == 1530
+    # no cpu left for the shape: everything free is stranded
+    assert fragment(m, _state(530, 1000), Shape(20, 0, (_share(470),)), 10, 10) == 1530
+    # a device of another class/model: stranded for a shape whose request does not match it
+    other = NodeModel(
+        (UnitModel(("milli",), (1000,)),) * 2,
+        (DeviceModel(frozenset({"gpu"}), 0, True), DeviceModel(frozenset({"t4"}), 1, True)),
+        (0, 1),
+        {0: 0, 1: 1},
+    )
+    assert fragment(other, _state(1000, 1000), Shape(0, 0, (GPU,)), 10, 10) == 1000
+
+
+def test_stacking_a_share_on_the_used_gpu_fragments_less() -> None:
+    """The case of issue #23: GpuTopology put every share on an untouched GPU. Under a mix of shares and whole
+    GPUs, a second share on the GPU already shared keeps a whole GPU for the whole-GPU pods."""
+    mix = Mix([(Shape(0, 0, (_share(470),)), 1.0), (Shape(0, 0, (GPU,)), 1.0)], strand=0)
+    m = _gpus(2)
+    stacked = mix.value(m, _state(60, 1000), 10, 10)
+    spread = mix.value(m, _state(530, 530), 10, 10)
+    assert stacked < spread
+
+
+def test_the_stranding_term_counts_gpus_the_cpu_left_cannot_serve() -> None:
+    shapes = [(Shape(12_000, 0, (GPU,)), 1.0)]
+    m = _gpus(8)
+    plain = Mix(shapes, strand=0)
+    strand = Mix(shapes, strand=0.5)
+    full = _state(*[1000] * 8)
+    # 8 free GPUs and cpu for 2 of them at the mix's 12 cores per GPU: 6 GPUs' worth stranded, half-weighted
+    assert plain.value(m, full, 24_000, 10**12) == 0
+    assert strand.value(m, full, 24_000, 10**12) == pytest.approx(0.5 * 6000)
+    assert strand.value(m, full, 96_000, 10**12) == 0
+
+
+def test_partitionable_devices_count_their_counter_set() -> None:
+    """MIG: a GPU's counter set is the unit; a 1g device uses 1/8 of it, the full-GPU device all of it."""
+    unit = UnitModel(("memory",), (8,))
+    m = NodeModel(
+        (unit,),
+        (
+            DeviceModel(frozenset({"full"}), 0, False, (8,)),
+            DeviceModel(frozenset({"1g"}), 0, False, (1,)),
+            DeviceModel(frozenset({"1g"}), 0, False, (1,)),
+        ),
+        (0, 1, 2),
+        {0: 0, 1: 1, 2: 2},
+    )
+    free = ((8,),), (True, True, True)
+    one_used = ((7,),), (True, False, True)
+    full = Shape(0, 0, (ReqShape("full", 1),))
+    assert fragment(m, free, full, 1, 1) == 0
+    assert fragment(m, one_used, full, 1, 1) == 875  # 7/8 of the GPU left, unusable for the full profile
+    assert fragment(m, one_used, Shape(0, 0, (ReqShape("1g", 1),)), 1, 1) == 0
+
+
+# --- through simulate ----------------------------------------------------------------------------------------------
+
+CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}]},
+}
+OFF = load_config_text(
+    """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: dra-scheduler
+  plugins:
+    multiPoint:
+      disabled: [{name: DeviceFragmentation}]
+"""
+)
+
+
+def _node(name: str, cpu: str, gpus: int, model: str = "G2", shared: bool = True) -> list[dict[str, Any]]:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "512Gi", "pods": "110"}},
+    }
+    devices = []
+    for i in range(gpus):
+        d: dict[str, Any] = {
+            "name": f"gpu-{i}",
+            "attributes": {"model": {"string": model}, "index": {"int": i}},
+        }
+        if shared:
+            d["capacity"] = {"milli": {"value": "1000"}}
+            d["allowMultipleAllocations"] = True
+        devices.append(d)
+    sl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-gpus"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "nodeName": name,
+            "devices": devices,
+        },
+    }
+    return [node, sl] if gpus else [node]
+
+
+def _pod(name: str, t: int, cpu: str = "1", count: int = 0, milli: int = 0, models: tuple[str, ...] = ()) -> list[Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "creationTimestamp": f"2026-01-01T00:{t:02d}:00Z"},
+        "spec": {
+            "schedulerName": "dra-scheduler",
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+    if not count:
+        return [pod]
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": count}
+    if milli:
+        exactly["capacity"] = {"requests": {"milli": str(milli)}}
+    if models:
+        listed = ", ".join(f'"{m}"' for m in models)
+        exactly["selectors"] = [{"cel": {"expression": f'device.attributes["gpu.nvidia.com"].model in [{listed}]'}}]
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+    return [claim, pod]
+
+
+def _placed(objs: list[dict[str, Any]], config: Any = None) -> dict[str, str]:
+    res = asyncio.run(simulate(objs, config))
+    return {o["metadata"]["name"]: o["spec"].get("nodeName", "") for o in res.items if o["kind"] == "Pod"}
+
+
+def _both(objs: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+    return _placed(objs), _placed(objs, OFF)
+
+
+def test_shares_stack_so_a_whole_gpu_stays_free() -> None:
+    """Two half-GPU shares on a 2-GPU node, then a whole-GPU pod: the shares must share one GPU."""
+    objs = [CLASS, *_node("n1", "64", 2)]
+    objs += _pod("share-a", 1, count=1, milli=500) + _pod("share-b", 2, count=1, milli=500)
+    objs += _pod("whole", 3, count=1, milli=1000)
+    on, off = _both(objs)
+    assert on == {"share-a": "n1", "share-b": "n1", "whole": "n1"}
+    assert off["whole"] == ""  # kube-scheduler's scoring + GpuTopology's order: shares on both GPUs
+
+
+def test_cpu_pod_does_not_take_the_cpu_an_8_gpu_pod_needs() -> None:
+    """The case of issue #23: the first 8-GPU/120-core task found no node because LeastAllocated had spread CPU
+    pods onto the big GPU nodes."""
+    objs = [CLASS, *_node("big", "128", 8), *_node("cpu-only", "32", 0)]
+    objs += _pod("cpu-pod", 1, cpu="16") + _pod("train", 2, cpu="120", count=8, milli=1000)
+    on, off = _both(objs)
+    assert on == {"cpu-pod": "cpu-only", "train": "big"}
+    assert off["cpu-pod"] == "big" and off["train"] == ""
+
+
+def test_unconstrained_pod_leaves_the_model_others_need() -> None:
+    """A whole-GPU pod that takes any model goes where the model-restricted pods cannot go."""
+    objs = [CLASS, *_node("t4-node", "96", 2, model="T4"), *_node("g2-node", "8", 2, model="G2")]
+    objs += _pod("any", 1, count=1, milli=1000)
+    objs += _pod("t4-a", 2, count=1, milli=1000, models=("T4",)) + _pod("t4-b", 3, count=1, milli=1000, models=("T4",))
+    on, off = _both(objs)
+    assert on == {"any": "g2-node", "t4-a": "t4-node", "t4-b": "t4-node"}
+    assert off["any"] == "t4-node" and "" in (off["t4-a"], off["t4-b"])
+
+
+def _mig_node(name: str, cpu: str) -> list[dict[str, Any]]:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": "512Gi", "pods": "110"}},
+    }
+    devices: list[dict[str, Any]] = [
+        {
+            "name": "gpu-0-full",
+            "attributes": {"profile": {"string": "full"}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "8"}}}],
+        }
+    ]
+    for i in range(2):
+        devices.append(
+            {
+                "name": f"gpu-0-half-{i}",
+                "attributes": {"profile": {"string": "half"}},
+                "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "4"}}}],
+            }
+        )
+    sl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-mig"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "nodeName": name,
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "8"}}}],
+            "devices": devices,
+        },
+    }
+    return [node, sl]
+
+
+def _mig_pod(name: str, t: int, profile: str, cpu: str = "1") -> list[dict[str, Any]]:
+    claim, pod = _pod(name, t, cpu=cpu, count=1)
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f'device.attributes["gpu.nvidia.com"].profile == "{profile}"'}}
+    ]
+    return [claim, pod]
+
+
+def test_mig_partition_goes_to_the_gpu_already_partitioned() -> None:
+    """Partitionable devices (KEP-4815 shared counters): a half partition joins the GPU that already has one
+    instead of breaking the untouched GPU a full-GPU pod needs next. (Without the plugin this case passes too:
+    GpuTopology fills MIG GPUs already in use first; the measure's MIG unit is checked above.)"""
+    objs = [CLASS, *_mig_node("mig-a", "16"), *_mig_node("mig-b", "12")]
+    objs += _mig_pod("half-1", 1, "half", cpu="8") + _mig_pod("half-2", 2, "half", cpu="4")
+    objs += _mig_pod("full", 3, "full")
+    on = _placed(objs)
+    assert on["half-1"] == on["half-2"] != "" and on["full"] not in ("", on["half-1"])
+
+
+def test_the_documented_kube_scheduler_scoring_recipe_is_a_valid_config() -> None:
+    """docs/configuration.md's recipe (generated by scheduler.configref) turns the device placement off."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = text.split("### kube-scheduler's scoring", 1)[1]
+    recipe = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = load_config_text(recipe)
+    [profile] = cfg.profiles
+    scorers = {ref.name for ref in profile.plugins["score"]}
+    assert "DeviceFragmentation" not in scorers and "GpuTopology" not in scorers
+    assert "NodeResourcesFit" in scorers

@@ -52,7 +52,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from plugins.defaultpreemption.core import (
+    NO_VICTIMS,
     NOT_HELPFUL,
+    PRIORITY_OFFSET,
     Candidate,
     Eligible,
     ScoreFunc,
@@ -97,6 +99,20 @@ def preemption_policy(pod: Pod) -> str:
     spec = pod.raw.get("spec")
     v = spec.get("preemptionPolicy") if isinstance(spec, Mapping) else None
     return v if isinstance(v, str) and v else "PreemptLowerPriority"
+
+
+_VICTIM_FLOOR = "DefaultPreemption/victim-floor"
+
+
+def may_have_victims(node: NodeInfo, priority: int) -> bool:
+    """Whether a pod on ``node`` may be a victim of a preemptor of ``priority``: one of lower priority, or one in
+    a PodGroup (its victim priority is the group's, and a disruptionMode-all group spans nodes). Memoised on the
+    (immutable) NodeInfo. False means select_victims_on_node finds no victim there (NO_VICTIMS)."""
+    floor: tuple[int, bool] | None = node.memo.get(_VICTIM_FLOOR)
+    if floor is None:
+        lowest = min((p.priority for p in node.pod_list), default=PRIORITY_OFFSET)
+        floor = node.memo[_VICTIM_FLOOR] = (lowest, any(p.pod_group for p in node.pod_list))
+    return floor[1] or floor[0] < priority
 
 
 def fit_error(num_nodes: int, statuses: Mapping[str, Status], absent: str) -> str:
@@ -300,6 +316,11 @@ class DefaultPreemption:
         n = len(potential)
         for i in range(n):
             node = potential[(offset + i) % n]
+            if not may_have_victims(node, pod.priority):
+                # what select_victims_on_node says without a victim of lower priority, without building the
+                # dry run and the snapshot's victim index (a pass over every pod) for nothing
+                statuses[node.name] = Status.unresolvable(NO_VICTIMS)
+                continue
             dry = self.handle.dry_run(state, pod, node)
             victims, violations, st = select_victims_on_node(
                 dry, pod.priority, self.victims_on_node(state.snapshot, node), pdbs, self.eligible,

@@ -33,6 +33,7 @@ from e2e.fleet import (
     claim_template,
     create_objects,
     create_scale_fleet,
+    device_slice,
     fresh_namespace,
     gpu_pod,
     pod_scheduled_condition,
@@ -248,6 +249,69 @@ def test_podgroup_rack_constraint_and_shared_claim(kube: Kube, scheduler: Schedu
 
     cond = wait_for(initially_scheduled, 30, "PodGroupInitiallyScheduled=True on train")
     assert "rack-1" in cond["message"]
+
+
+def test_podgroup_claim_shared_by_four_members_needs_its_devices_once(kube: Kube, scheduler: SchedulerProcess) -> None:
+    """Issue 25 item 1: a gang of 4 (minCount 4) whose members each use the PodGroup's claim ``fabric`` (1 device)
+    and a GPU claim of their own, on a node with 2 fabric devices. The PodGroup claim is allocated once and
+    reserved for the PodGroup (KEP-5729, resource.k8s.io/v1 ResourceClaim status.reservedFor), as kube-scheduler
+    1.37.2 does: all 4 members bind on it. The group capacity bound counted the claim once per member and refused
+    the group ("not enough devices of class e2e-fabric: 4 needed, 2 free")."""
+    ns = fresh_namespace(kube, "wl-shared")
+    fleet = "wl-shared"
+    f = create_scale_fleet(kube, fleet, 1, 8)
+    [node] = f.nodes
+    kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "e2e-fabric"},
+                 "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{FABRIC_DRIVER}"'}}]}},
+                exist_ok=True)
+    kube.create(device_slice(node, FABRIC_DRIVER, [{"name": "fabric-0"}, {"name": "fabric-1"}], fleet))
+    kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                 "metadata": {"name": "fabric", "namespace": ns},
+                 "spec": {"spec": {"devices": {"requests": [
+                     {"name": "f", "exactly": {"deviceClassName": "e2e-fabric"}}]}}}})
+    kube.create(claim_template(ns, "one", count=1))
+    pg = kube.create({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                      "metadata": {"name": "g", "namespace": ns},
+                      "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}, "resourceClaims": [dict(FABRIC)]}})
+    members = []
+    for i in range(4):
+        p = upstream_member(gpu_pod(ns, f"m-{i}", template="one", fleet=fleet), "g")
+        p["spec"]["resourceClaims"].append(dict(FABRIC))
+        p["spec"]["containers"][0]["resources"]["claims"].append({"name": "fabric"})
+        members.append(p)
+    kube.create_many(members)
+
+    def placed() -> list[JSON] | None:
+        pods = kube.list("Pod", ns)
+        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    def why() -> str:
+        return "; ".join(f"{p['metadata']['name']}: {(pod_scheduled_condition(p) or {}).get('message')}"
+                         for p in kube.list("Pod", ns))
+
+    try:
+        pods = wait_for(placed, 90, "the 4 members of g bound", interval=0.5)
+    except TimeoutError as e:
+        raise AssertionError(f"{e}: {why()}") from e
+    assert {p["spec"]["nodeName"] for p in pods} == {node["metadata"]["name"]}
+    claims = kube.list("ResourceClaim", ns)
+    [shared] = [c for c in claims if (c["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "PodGroup"]
+    assert shared["metadata"]["ownerReferences"][0]["uid"] == pg["metadata"]["uid"]
+    st = shared["status"]
+    assert st["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g",
+                                  "uid": pg["metadata"]["uid"]}]
+    devices = allocated_devices(shared)
+    assert len(devices) == 1 and devices[0][0] == FABRIC_DRIVER, devices  # one device for the whole group
+    for p in pods:  # every member names the one claim
+        names = {s["name"]: s.get("resourceClaimName") for s in p["status"]["resourceClaimStatuses"]}
+        assert names["fabric"] == shared["metadata"]["name"]
+    gpu_only = []
+    for p in pods:
+        q = copy.deepcopy(p)
+        q["spec"]["resourceClaims"] = [c for c in q["spec"]["resourceClaims"] if c["name"] != "fabric"]
+        gpu_only.append(q)
+    per_pod = [c for c in claims if (c["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "Pod"]
+    assert len(per_pod) == 4 and check_state(gpu_only, per_pod) == []
 
 
 # --- CompositePodGroup (v1alpha3) -------------------------------------------------------------------------------------

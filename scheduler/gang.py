@@ -1204,7 +1204,11 @@ class GangScheduler:
     def _member_slots(
         self, classes: Sequence[MemberClass], rooms: dict[Hashable, ClassRoom]
     ) -> dict[str, int]:
-        """How many members of the group's mix fit on each node (the classes sharing its room)."""
+        """How many members of the group's mix fit on each node (the classes sharing its room).
+
+        The load of a class on a node is its members over how many of them the node takes alone (``fits``: its
+        cap before the cut at the class's member count, so that a class of one member, e.g. each member that shares
+        a claim with others, does not count as filling the node)."""
         total = sum(c.target for c in classes)
         nodes: set[str] = set()
         for c in classes:
@@ -1214,8 +1218,15 @@ class GangScheduler:
             if len(classes) == 1:
                 v = rooms[classes[0].key].caps.get(n, 0)
             else:
-                load = sum(c.target / rooms[c.key].caps[n] for c in classes if rooms[c.key].caps.get(n, 0) > 0)
-                v = math.ceil(total / load) if load > 0 else 0
+                load = 0.0
+                room = 0
+                for c in classes:
+                    r = rooms[c.key]
+                    cap = r.caps.get(n, 0)
+                    if cap > 0:
+                        load += c.target / max(cap, r.fits.get(n, cap))
+                        room += cap
+                v = min(room, math.ceil(total / load)) if load > 0 else 0
             if v > 0:
                 slots[n] = v
         return slots
@@ -1374,7 +1385,8 @@ class GangScheduler:
             rows.append((m, (structural_key(m), tuple(claims)), uids))
         classes: dict[Hashable, MemberClass] = {}
         for m, key, uids in rows:
-            if any(uses[u] > 1 for u in uids):
+            shared = frozenset(u for u in uids if uses[u] > 1)
+            if shared:
                 key = ("shares-a-claim", m.key)  # interacts with another member through the claim
             c = classes.get(key)
             if c is None:
@@ -1382,7 +1394,8 @@ class GangScheduler:
                 label = f"claim template{'s' if len(templates) > 1 else ''} {', '.join(templates)}" if templates else ""
                 if not templates and any(pc.claim_name for pc in m.claims):
                     label = "claims like " + ", ".join(sorted(pc.claim_name for pc in m.claims if pc.claim_name))
-                c = classes[key] = MemberClass(key, [], requests=m.requests, label=label)
+                # a shared claim is allocated once for the group: the bounds count its devices once (shared)
+                c = classes[key] = MemberClass(key, [], requests=m.requests, label=label, shared=shared)
             c.members.append(m)
         out: list[MemberClass] = []
         for c in classes.values():
@@ -1394,6 +1407,8 @@ class GangScheduler:
                 continue
             c.allowed = state.read("gang/node-names")
             c.demands, c.devices = device_demands(state, fw.filter)
+            for d in c.demands:  # a shared claim's devices are taken once, however many of these members a node takes
+                d.shared = sum(n for u, (_, n) in d.claims.items() if u in c.shared)
             c.state = state
             c.target = len(c.members)
             out.append(c)
@@ -1417,10 +1432,12 @@ class GangScheduler:
             if c.allowed is not None and info.name not in c.allowed:
                 continue
             dev_cap, free = model.device_room(snap, info, c.demands)
-            cap = min(dev_cap, model.resource_cap(c.requests, info), c.target)
+            fits = min(dev_cap, model.resource_cap(c.requests, info))
+            cap = min(fits, c.target)
             if cap <= 0:
                 continue
             room.caps[info.name] = cap
+            room.fits[info.name] = fits
             for k, v in free.items():
                 room.free.setdefault(k, {})[info.name] = v
             room.resources[info.name] = model.free_resources(info, resources)
@@ -1477,12 +1494,14 @@ class GangScheduler:
                     room.rejected[info.name] = fst
                     continue
             dev_cap, free = model.device_room(snap, info, c.demands)
-            cap = min(dev_cap, model.resource_cap(c.requests, info), c.target)
+            fits = min(dev_cap, model.resource_cap(c.requests, info))
+            cap = min(fits, c.target)
             if cap <= 0:
                 if joint:
                     continue
-                cap = 1  # Filter says one fits: the bound is not exact here, the allocation decides
+                cap = fits = 1  # Filter says one fits: the bound is not exact here, the allocation decides
             room.caps[info.name] = cap
+            room.fits[info.name] = fits
             for k, v in free.items():
                 room.free.setdefault(k, {})[info.name] = v
             room.resources[info.name] = model.free_resources(info, resources)
@@ -1940,6 +1959,7 @@ class GangScheduler:
 def _restrict(room: ClassRoom, scope: frozenset[str]) -> ClassRoom:
     return ClassRoom(
         caps={n: v for n, v in room.caps.items() if n in scope},
+        fits={n: v for n, v in room.fits.items() if n in scope},
         free={k: {n: v for n, v in d.items() if n in scope} for k, d in room.free.items()},
         resources={n: v for n, v in room.resources.items() if n in scope},
         scores={n: v for n, v in room.scores.items() if n in scope},

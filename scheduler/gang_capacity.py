@@ -5,7 +5,10 @@ A *class* is a set of members that ask for the same thing: an equal pod spec apa
 where, reserved, pending, being deleted) — so one representative per class goes through PreFilter for the
 bounds, and every member is still verified by PreFilter and Filter when it is placed. A member with an
 unallocated claim that another member also uses is a class of its own (the claim is allocated once, for the
-first of them, and pins the others to its node).
+first of them, and pins the others to its node). Such a claim (a PodGroup's claim, KEP-5729, or one ResourceClaim
+named by several members) is one demand in every bound: allocated once and reserved for all its consumers
+(``resource.k8s.io/v1`` ResourceClaim ``status.reservedFor``), its devices count once per group and per node
+(:attr:`MemberClass.shared`, ``DeviceDemand.claims`` / ``shared``), not once per member.
 
 For a class and a node, :class:`CapacityModel` computes an *upper bound* on how many members fit there together:
 the minimum over what the profile's plugins contribute through the extension points of
@@ -97,6 +100,9 @@ class MemberClass:
     label: str = ""  # for messages: the claim templates / claims of its members
     target: int = 0  # members of this class to place
     state: Any = None  # the representative's cycle state after PreFilter (at class formation)
+    # unallocated claims its members use together with members of other classes (claim ids, as in
+    # DeviceDemand.claims): allocated once for the group, so counted once in the group's bounds
+    shared: frozenset[str] = frozenset()
 
     @property
     def rep(self) -> Pod:
@@ -247,6 +253,8 @@ class ClassRoom:
     """A class's room on the nodes in scope (upper bounds), from one scan of the current state."""
 
     caps: dict[str, int] = field(default_factory=dict)  # node -> members that may fit (> 0 only)
+    fits: dict[str, int] = field(default_factory=dict)  # node -> members of its kind it may take (caps before the cut
+    # at the class's member count: how much of the node one member takes, for mixes of classes)
     free: dict[Hashable, dict[str, int]] = field(default_factory=dict)  # demand key -> node -> free devices
     resources: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> free checked resources, pods
     scores: dict[str, float] = field(default_factory=dict)  # node -> framework score (placement rank)
@@ -267,6 +275,35 @@ def required_per_class(classes: Sequence[MemberClass], need: int) -> dict[Hashab
     total = sum(c.target for c in classes)
     slack = max(0, total - need)
     return {c.key: max(0, c.target - slack) for c in classes}
+
+
+def _device_need(users: Sequence[tuple[MemberClass, DeviceDemand, int]]) -> tuple[int, list[str]]:
+    """The devices of one kind (one ExactCount demand key) the classes need together, ``users`` being (class, its
+    demand, members it must place), and the parts of the message saying who needs them. A claim that members of
+    several classes use is allocated once and reserved for all of them (``resource.k8s.io/v1`` ResourceClaim
+    ``status.reservedFor``; a PodGroup's claim, KEP-5729): its devices are needed once, not once per member."""
+    needed = 0
+    own: dict[tuple[str, str], int] = {}  # (label, what each member needs) -> members
+    shared: dict[str, tuple[str, int]] = {}  # claim id -> (name, devices)
+    users_of: dict[str, int] = {}  # claim id -> members that use it
+    for c, d, r in users:
+        common = {u: v for u, v in d.claims.items() if u in c.shared}
+        for u, v in common.items():
+            shared.setdefault(u, v)
+            users_of[u] = users_of.get(u, 0) + r
+        each = d.per_member - sum(n for _, n in common.values())
+        if each <= 0:
+            continue
+        needed += r * each
+        what = d.what if not common else f"their own claims need {each:,} device(s)"
+        label = f" of {c.label}" if c.label else ""
+        own[(label, what)] = own.get((label, what), 0) + r
+    parts = [f"{r:,} members{label}: {what} each" for (label, what), r in own.items()]
+    for u, (name, n) in shared.items():
+        needed += n
+        m = users_of[u]
+        parts.append(f"claim {name} shared by {m:,} member{'s' if m != 1 else ''}: {n:,} device(s) once")
+    return needed, parts
 
 
 def shortage(
@@ -329,12 +366,11 @@ def shortage(
         free = 0
         for n in union:
             free += max(rooms[c.key].free.get(key, {}).get(n, 0) for c, _, _ in users)
-        needed = sum(r * d.per_member for _, d, r in users)
+        needed, parts = _device_need(users)
         if free < needed:
-            parts = "; ".join(f"{r:,} members{' of ' + c.label if c.label else ''}: {d.what} each" for c, d, r in users)
             return (
                 f"not enough devices of class {users[0][1].device_class}: {needed:,} needed, {free:,} free "
-                f"{nodes_phrase(len(union))} ({parts})"
+                f"{nodes_phrase(len(union))} ({'; '.join(parts)})"
             )
     active = [c for c in classes if req[c.key] > 0]
     if len(active) >= 2:

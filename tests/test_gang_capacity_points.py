@@ -211,3 +211,40 @@ def test_the_model_takes_the_least_room_and_only_plugins_enabled_at_filter() -> 
     assert shortage([c], {"c": room}, 3, model, {}).startswith(
         "not enough devices of class widget.example.com: 3 needed, 2 free on the 2 nodes the members can use"
     )
+
+
+def test_a_claim_shared_by_classes_is_one_demand_in_the_bound() -> None:
+    """Issue 25 item 1, at the engine: members that share a claim (a PodGroup's claim, KEP-5729, or one
+    ResourceClaim named by several pods) are classes of one member each; the claim is allocated once and reserved
+    for all of them (resource.k8s.io/v1 ResourceClaim status.reservedFor; kubernetes v1.37.2 pkg/scheduler), so
+    ``shortage`` counts its devices once (DeviceDemand.claims, MemberClass.shared) and every other claim once per
+    member. KEP-4671: the gang is refused only when the devices really fall short."""
+    live = Live(three_members_on_two_nodes())
+    fw = live.sched.profiles[PROFILE]
+    model = CapacityModel(fw.instances, fw.filter)
+    key = (EXACT, "fabric.example.com", ())
+
+    def member(i: int, own: int) -> MemberClass:
+        claims = {"shared-uid": ("default/g-fabric-x", 1)}
+        if own:
+            claims[f"own-{i}"] = (f"default/m{i}-own", own)
+        d = DeviceDemand(key, "fabric.example.com", 1 + own, EXACT, [], f"requests fabric, own: need {1 + own}",
+                         claims=claims)
+        return MemberClass(("shares-a-claim", i), [], demands=[d], devices=1 + own, label="claim templates x",
+                           target=1, shared=frozenset({"shared-uid"}))
+
+    def bound(classes: list[MemberClass], free: int) -> str:
+        rooms = {c.key: ClassRoom(caps={"n1": 1}, free={key: {"n1": free}}, resources={"n1": {"pods": 110}})
+                 for c in classes}
+        return shortage(classes, rooms, len(classes), model, {})
+
+    # 4 members on one shared claim of 1 device: 1 needed, however many members (was 4)
+    assert bound([member(i, 0) for i in range(4)], 2) == ""
+    assert bound([member(i, 0) for i in range(4)], 1) == ""
+    # plus one device of each member's own claim: 1 + 4 = 5 needed
+    assert bound([member(i, 1) for i in range(4)], 5) == ""
+    assert bound([member(i, 1) for i in range(4)], 4) == (
+        "not enough devices of class fabric.example.com: 5 needed, 4 free on the 1 node the members can use "
+        "(4 members of claim templates x: their own claims need 1 device(s) each; "
+        "claim default/g-fabric-x shared by 4 members: 1 device(s) once)"
+    )

@@ -352,6 +352,146 @@ def test_podgroup_claim_without_room_binds_nothing_and_holds_nothing() -> None:
     assert not (claim.get("status") or {}).get("allocation") and not (claim.get("status") or {}).get("reservedFor")
 
 
+# --- shared claims are one demand in the group's capacity bound (issue 25 item 1) -----------------------------------
+#
+# Upstream semantics: a claim is allocated once and then reserved for many consumers (resource.k8s.io/v1
+# ResourceClaim status.reservedFor: "which entities are currently allowed to use the claim ... a claim that is in
+# use or might be in use because it has been reserved must not get deallocated"; up to 256 consumers). KEP-5729
+# (DRAWorkloadResourceClaims, beta in 1.37) reserves a PodGroup's claim for the PodGroup and every member uses its
+# devices; KEP-4671 (gang scheduling) places the members together. kube-scheduler v1.37.2 (pkg/scheduler, the
+# DynamicResources plugin and schedule_one_podgroup.go) allocates such a claim for the first member that needs it
+# and the other members find it allocated: its devices are taken once for the whole group.
+
+SHARED_CLASS = "fabric.example.com"
+GPU_CLASS = "gpu.example.com"
+
+
+def _device_class(name: str) -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]}}
+
+
+def _requests(request: str, cls: str, count: int = 1) -> Obj:
+    return {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": cls, "count": count}}]}}
+
+
+def _template(name: str, cls: str, count: int = 1) -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": NS}, "spec": {"spec": _requests(name, cls, count)}}
+
+
+def _node_slice(node_name: str, driver: str, devices: int) -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-{driver}"},
+            "spec": {"driver": driver, "nodeName": node_name,
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"{driver.split('.')[0]}-{i}"} for i in range(devices)]}}
+
+
+def _shared_fleet(fabric: int = 2, gpus: int = 4, key: str | None = None) -> list[Obj]:
+    """One 8-cpu node (rack ra) with ``fabric`` fabric devices and ``gpus`` GPUs, and an empty node in rack rb."""
+    return [node("n0", "8", **{RACK: "ra"}), node("n1", "8", **{RACK: "rb"}),
+            _device_class(SHARED_CLASS), _device_class(GPU_CLASS),
+            _node_slice("n0", SHARED_CLASS, fabric), _node_slice("n0", GPU_CLASS, gpus),
+            _template("fabric", SHARED_CLASS), _template("gpu", GPU_CLASS)]
+
+
+GPU_CLAIM = {"name": "gpu", "resourceClaimTemplateName": "gpu"}
+
+
+@pytest.mark.parametrize("key", [None, RACK])
+def test_podgroup_claim_shared_by_four_members_is_one_demand(key: str | None) -> None:
+    """Issue 25 item 1: a gang of 4 (minCount 4) whose members each use the PodGroup's claim ``fabric`` (one device
+    of fabric.example.com) and a GPU claim of their own, on a node with 2 fabric devices and 4 GPUs.
+    kube-scheduler 1.37.2 binds all 4 on the one PodGroup claim (KEP-5729, allocated once and reserved for the
+    PodGroup in status.reservedFor); the capacity bound counted the claim once per member ("4 needed, 2 free") and,
+    with a topology key, gave the rack room for 1 member. Cited upstream: KEP-4671, KEP-5729, kubernetes v1.37.2
+    pkg/scheduler, resource.k8s.io/v1 ResourceClaim status.reservedFor."""
+    objs = _shared_fleet(fabric=2, gpus=4) + [group("g", 4, key, resourceClaims=FABRIC_CLAIM)]
+    objs += [pod(f"m{i}", "g", "1", claims=[*FABRIC_CLAIM, GPU_CLAIM]) for i in range(4)]
+    pods, groups, claims = run(objs)
+    assert bound(pods) == {f"m{i}": "n0" for i in range(4)}, [pod_condition(p) for p in pods.values()]
+    [shared] = [c for c in claims if c["metadata"]["name"].startswith("g-fabric-")]
+    results = shared["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 1  # one device for the group, not one per member
+    assert shared["status"]["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+                                                "name": "g", "uid": groups["g"]["metadata"]["uid"]}]
+    for p in pods.values():
+        assert {"name": "fabric", "resourceClaimName": shared["metadata"]["name"]} in (
+            p["status"]["resourceClaimStatuses"])
+    gpus = [c for c in claims if not c["metadata"]["name"].startswith("g-fabric-")]
+    assert len(gpus) == 4 and all(c["status"]["allocation"] for c in gpus)
+
+
+def test_plain_claim_named_by_every_gang_member_is_one_demand() -> None:
+    """One user-made ResourceClaim (spec.resourceClaims[].resourceClaimName) named by all 4 members of a gang is
+    allocated once and reserved for each of them (resource.k8s.io/v1 ResourceClaim status.reservedFor, up to 256
+    consumers; kubernetes v1.37.2 pkg/scheduler DynamicResources): 2 fabric devices are enough for the group. The
+    capacity bound counted it once per member and refused the gang (KEP-4671 gang scheduling)."""
+    shared: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                   "metadata": {"name": "fabric-shared", "namespace": NS}, "spec": _requests("f", SHARED_CLASS)}
+    ref = {"name": "fabric", "resourceClaimName": "fabric-shared"}
+    objs = _shared_fleet(fabric=2, gpus=4) + [shared, group("g", 4)]
+    objs += [pod(f"m{i}", "g", "1", claims=[ref, GPU_CLAIM]) for i in range(4)]
+    pods, _, claims = run(objs)
+    assert bound(pods) == {f"m{i}": "n0" for i in range(4)}, [pod_condition(p) for p in pods.values()]
+    [claim] = [c for c in claims if c["metadata"]["name"] == "fabric-shared"]
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == [f"m{i}" for i in range(4)]
+
+
+def test_already_allocated_shared_claim_is_no_new_demand() -> None:
+    """The members' shared claim already holds both fabric devices (allocated on n0, not yet reserved): the group
+    needs no fabric device more, so the 4 members bind on n0 with the claim's devices (zero free fabric devices is
+    no shortage). A claim is allocated once and then only reserved for more consumers (resource.k8s.io/v1
+    ResourceClaim status.reservedFor; kubernetes v1.37.2 pkg/scheduler DynamicResources PreFilter skips
+    allocated claims)."""
+    shared: Obj = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "fabric-shared", "namespace": NS,
+                     "finalizers": ["resource.kubernetes.io/delete-protection"]},
+        "spec": _requests("f", SHARED_CLASS, 2),
+        "status": {"allocation": {
+            "devices": {"results": [{"request": "f", "driver": SHARED_CLASS, "pool": "n0", "device": f"fabric-{i}"}
+                                    for i in range(2)]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n0"]}]}]}}},
+    }
+    ref = {"name": "fabric", "resourceClaimName": "fabric-shared"}
+    objs = _shared_fleet(fabric=2, gpus=4) + [shared, group("g", 4)]
+    objs += [pod(f"m{i}", "g", "1", claims=[ref, GPU_CLAIM]) for i in range(4)]
+    pods, _, claims = run(objs)
+    assert bound(pods) == {f"m{i}": "n0" for i in range(4)}, [pod_condition(p) for p in pods.values()]
+    [claim] = [c for c in claims if c["metadata"]["name"] == "fabric-shared"]
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["fabric-0", "fabric-1"]
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == [f"m{i}" for i in range(4)]
+
+
+def test_shared_claim_plus_own_claims_over_supply_is_refused_with_the_right_numbers() -> None:
+    """The bound still refuses a group that cannot fit: the PodGroup claim (1 fabric device, once) plus one fabric
+    device of each member's own claim is 1 + 4 = 5 devices of fabric.example.com, and n0 has 4. The message counts
+    the shared claim once (it was "8 needed": 2 per member) and says who needs what. Upstream: KEP-4671 (the gang
+    binds all or nothing), KEP-5729 + resource.k8s.io/v1 ResourceClaim status.reservedFor (the PodGroup claim is
+    allocated once), kubernetes v1.37.2 pkg/scheduler."""
+    objs = _shared_fleet(fabric=4, gpus=4) + [_template("own-fabric", SHARED_CLASS)]
+    objs += [group("g", 4, resourceClaims=FABRIC_CLAIM)]
+    own = {"name": "own", "resourceClaimTemplateName": "own-fabric"}
+    objs += [pod(f"m{i}", "g", "1", claims=[*FABRIC_CLAIM, own]) for i in range(4)]
+    pods, _, claims = run(objs)
+    assert bound(pods) == {}
+    [shared] = [c["metadata"]["name"] for c in claims if c["metadata"]["name"].startswith("g-fabric-")]
+    c = pod_condition(pods["m0"])
+    assert c is not None and c["status"] == "False"
+    assert (
+        f"not enough devices of class {SHARED_CLASS}: 5 needed, 4 free on the 1 node the members can use "
+        f"(4 members of claim templates fabric, own-fabric: their own claims need 1 device(s) each; "
+        f"claim default/{shared} shared by 4 members: 1 device(s) once)"
+    ) in c["message"], c["message"]
+    # with one fabric device more the same group fits, on the one shared claim
+    pods, _, _ = run(objs[:4] + [_node_slice("n0", SHARED_CLASS, 5)] + objs[5:])
+    assert len(bound(pods)) == 4, [pod_condition(p) for p in pods.values()]
+
+
 # --- CompositePodGroup ----------------------------------------------------------------------------------------------
 
 

@@ -62,6 +62,8 @@ def member_demands(data: _CycleData | None) -> tuple[list[DeviceDemand], int]:
                         out.append(d)
                     d.per_member += s.count
                     d.probes.append((inp, s, s.count))
+                    name, n = d.claims.get(inp.uid, (inp.key, 0))
+                    d.claims[inp.uid] = (name, n + s.count)
                     d.requests.append(_request_name(s))
                     d.what = (
                         f"request {s.name}: needs {s.count} device(s)"
@@ -147,7 +149,12 @@ def device_room(
                 if not ledger.in_use(dev):
                     free += 1
             free_by_key[d.key] = free
-            cap = min(cap, free // d.per_member if d.per_member else UNBOUNDED)
+            # the devices of claims shared with other members are taken once, not once per member
+            each = d.per_member - d.shared
+            if free < d.shared:
+                cap = 0
+            elif each > 0:
+                cap = min(cap, (free - d.shared) // each)
         elif d.mode == ALL:
             cap = min(cap, 1)
         else:

@@ -53,6 +53,13 @@ class DeviceDemand:
     what: str  # "request gpu: needs 1 device(s)" for messages
     requests: list[str] = field(default_factory=list)  # the names of the claim requests behind it, for messages
     plugin: str = ""  # the plugin that made it (and bounds it per node); set by the engine
+    # the claims behind ``per_member`` (ExactCount): claim id -> (name for messages, devices it takes). A claim
+    # that several members use (a PodGroup's claim, or one ResourceClaim named by several pods) is allocated once
+    # and reserved for all of them, so the engine counts its devices once for the group, not once per member.
+    claims: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # devices of ``per_member`` from claims the member shares with other members of its group (set by the engine):
+    # a node takes them once, however many of those members it takes
+    shared: int = 0
 
     @property
     def needs(self) -> str:

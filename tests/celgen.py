@@ -9,6 +9,7 @@ so that results, compile errors and runtime errors all occur.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 DRIVER = "dra.example.com"
@@ -26,6 +27,42 @@ CIDRS = ['"10.0.0.0/8"', '"192.168.0.0/16"', '"10.1.0.0/16"', '"2001:db8::/32"',
 URLS = ['"https://example.com:8443/a/b?x=1&y=2&x=3"', '"http://example.com/"', '"/just/a/path"', '"ftp://h/p"',
         '"not a url"', '"https://[::1]:80/p"']
 QUANTITIES = ['"1Gi"', '"40Gi"', '"500m"', '"2"', '"1.5G"', '"0"', '"-1"']
+
+
+FORMATS = ["%s", "%d", "%f", "%.2f", "%.0f", "%.3f", "%e", "%.2e", "%.10e", "%x", "%X", "%o", "%b", "%s-%d",
+           "%s/%s", "%d%%", "%.1f%%", "100%%", "", "%", "%.", "%z", "%s %s %s", "gpu-%s-%03d", "%.300f"]
+NO_VALUE: Any = object()  # a format() argument whose value the generator does not know
+
+
+def _fits(verb: str, value: Any, text: str) -> bool:
+    if value is NO_VALUE:  # device attributes of a known kind
+        return text.endswith(".model") if verb == "s" else verb in "dxob" and text.endswith(".index")
+    if verb == "s":
+        return True
+    if verb in "do":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if verb in "fe":
+        return isinstance(value, float) or value in ("NaN", "-Infinity")
+    if verb == "b":
+        return isinstance(value, int)
+    return isinstance(value, int | str | bytes) and not isinstance(value, bool)
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _cel_string(s: str) -> str:
+    """A CEL string literal for ``s`` (any characters)."""
+    out = []
+    for ch in s:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
 
 
 def device(rng: random.Random) -> dict[str, Any]:
@@ -95,7 +132,7 @@ class Gen:
         ]
         if d <= 0:
             return self.pick(leaves)
-        k = r.randint(0, 30)
+        k = r.randint(0, 35)
         if k < 5:
             return self.pick(leaves)
         if k == 5:
@@ -166,7 +203,95 @@ class Gen:
             return f'url({self.pick(URLS)}).getQuery()["x"] == ["1", "3"]'
         if k == 30 and r.random() < 0.5:
             return self.cost_bomb()
+        if k in (31, 32):
+            return self.format_check(d - 1)
+        if k in (33, 34):
+            return self.semver_vs_other(d - 1)
         return f"{self.int_(d - 1)} in []"
+
+    # -- string.format (cel-go's v1 formatter, strings extension version 2) -------------------------------
+    def format_arg(self) -> tuple[str, Any]:
+        """A format() argument: (CEL text, its Python value for the prediction, or NO_VALUE)."""
+        options: list[tuple[str, Any]] = [
+            ("0", 0), ("7", 7), ("-26", -26), ("1234567", 1234567), ("255u", 255),
+            ("1.5", 1.5), ("0.125", 0.125), ("2.675", 2.675), ("-0.0", -0.0), ("1234.5", 1234.5), ("1e21", 1e21),
+            ("1e-7", 1e-7), ("123456.0", 123456.0), ("-1234567.891", -1234567.891), ("0.1", 0.1),
+            ('"a"', "a"), ('""', ""), ('"x\\"y"', 'x"y'), ('"é"', "é"), ('"NaN"', "NaN"), ('"-Infinity"', "-Infinity"),
+            ("true", True), ("false", False), ("null", None), ('b"ab"', b"ab"),
+            ('[1, "a", 2.5, true, null]', [1, "a", 2.5, True, None]), ("[]", []),
+            ('{"b": 1, "a": "x"}', {"b": 1, "a": "x"}), ('{2: [0.5], 10: {}}', {2: [0.5], 10: {}}),
+            ('quantity("1Gi")', NO_VALUE), ('semver("1.2.3")', NO_VALUE),
+            (f"{A}.model", NO_VALUE), (f"{A}.index", NO_VALUE), (f"{A}.driverVersion", NO_VALUE),
+            (f"{A}.tags", NO_VALUE), (f"{A}.ids", NO_VALUE), (f"{A}.missing", NO_VALUE), ("device.driver", NO_VALUE),
+            (f"{C}.memory", NO_VALUE), ("double(7) / 3.0", 7 / 3),
+        ]
+        return self.pick(options)
+
+    def format_call(self) -> tuple[str, Any]:
+        """``"<fmt>".format([...])``: (CEL text, predicted value or NO_VALUE)."""
+        r = self.r
+        fmt = self.pick(FORMATS)
+        verbs = [m[-1] for m in re.findall(r"%(?:\.\d+)?[a-zA-Z]", fmt.replace("%%", ""))]
+        n = max(0, len(verbs) + self.pick([0, 0, 0, 0, -1, 1]))
+        args = []
+        for i in range(n):
+            arg = self.format_arg()
+            if i < len(verbs) and r.random() < 0.7:  # mostly an argument the clause accepts
+                while not _fits(verbs[i], arg[1], arg[0]):
+                    arg = self.format_arg()
+            args.append(arg)
+        text_args = ", ".join(a for a, _ in args)
+        values = [v for _, v in args]
+        if r.random() < 0.15:
+            # not a literal list: checked only at run time (extra arguments are fine there)
+            return f'"{_escape(fmt)}".format(dyn([{text_args}]))', NO_VALUE
+        if r.random() < 0.1:
+            return f'({self.str_(0)} + "{_escape(fmt)}").format([{text_args}])', NO_VALUE
+        predicted: Any = NO_VALUE
+        if all(v is not NO_VALUE for v in values):
+            from plugins.dra.cel_format import FormatError, string_format
+
+            try:
+                predicted = string_format(fmt, values)
+            except FormatError:
+                predicted = NO_VALUE
+        return f'"{_escape(fmt)}".format([{text_args}])', predicted
+
+    def format_check(self, d: int) -> str:
+        call, predicted = self.format_call()
+        k = self.r.randint(0, 3)
+        if k <= 1 and predicted is not NO_VALUE:
+            return f"{call} == {_cel_string(predicted)}"  # cel-go decides whether the prediction is exact
+        if k == 2:
+            return f"{call}.size() {self.pick(['==', '>', '<'])} {self.r.randint(0, 12)}"
+        return f"{call} {self.pick(['==', '!=', '<'])} {self.str_(d)}"
+
+    # -- library values compared with other types ----------------------------------------------------------
+    def semver_vs_other(self, d: int) -> str:
+        """Semver (and Quantity) values against strings and other types: cel-go's ``Equal`` of the Kubernetes
+        types fails ("no such overload"), ``!=`` does not, ``in`` a constant list panics for a Semver."""
+        v = f"{A}.driverVersion"
+        s = self.pick(['"1.2.3"', '"2.0.0-rc.1"', '"x"'])
+        options = [
+            f"{v} == {s}",
+            f"{v} != {s}",
+            f"{s} == {v}",
+            f"{v} == {self.str_(d)}",
+            f"{v} == {self.int_(0)}",
+            f"{v} == null",
+            f'{v} == semver("{self.pick(VERSIONS)}")',
+            f"{v} in [{s}, \"0.9.1\"]",
+            f"{v} in [1, 2]",
+            f"{v} in {self.list_str(d)}",
+            f"{v} in dyn([{s}])",
+            f'{v} in {{{s}: 1}}',
+            f"[{v}] == [{s}]",
+            f'{A}.model in [{self.pick(STRINGS)}, "h100"]',
+            'dyn(quantity("1Gi")) == "1Gi"',
+            f'dyn({C}.memory) {self.pick(["==", "!="])} {self.pick(STRINGS)}',
+            f'{A}.tags in {{"fast": 1}}',
+        ]
+        return self.pick(options)
 
     def cost_bomb(self) -> str:
         """Ten copies per level of a string of 1-40 characters, 1-8 levels: from a few hundred characters to
@@ -218,9 +343,11 @@ class Gen:
         leaves = [self.pick(STRINGS), "device.driver", f"{A}.model"]
         if d <= 0:
             return self.pick(leaves)
-        k = self.r.randint(0, 12)
+        k = self.r.randint(0, 13)
         if k < 4:
             return self.pick(leaves)
+        if k == 13:
+            return self.format_call()[0]
         if k == 4:
             return f"({self.str_(d - 1)} + {self.str_(d - 1)})"
         if k == 5:
@@ -322,43 +449,67 @@ def expression(rng: random.Random, depth: int = 3) -> str:
 # -- allocation cases ---------------------------------------------------------------------------------------
 
 
+def _alloc_device(rng: random.Random, d: int, full_p: float) -> dict[str, Any]:
+    dev = device(rng)
+    dev["attributes"].pop(f"{OTHER}/zone", None)
+    if rng.random() < full_p:  # most devices have every attribute; a missing one fails a selector
+        full = {
+            "model": {"string": rng.choice(MODELS)},
+            "index": {"int": d},
+            "healthy": {"bool": rng.random() < 0.8},
+            "driverVersion": {"version": rng.choice(VERSIONS)},
+            "tags": {"strings": rng.sample(["fast", "nvlink", "mig", "ecc"], rng.randint(1, 3))},
+            "ids": {"ints": [rng.randint(-3, 9) for _ in range(rng.randint(1, 4))]},
+        }
+        dev["attributes"] = {**full, **dev["attributes"]}
+        dev["capacity"].setdefault("memory", {"value": "40Gi"})
+    if rng.random() < 0.25:
+        dev["attributes"]["rare"] = {"string": rng.choice(["r1", "r2"])}  # what few devices have (constraints)
+    out = {"name": f"dev-{d}", "attributes": dev["attributes"], "capacity": dev["capacity"]}
+    if rng.random() < 0.2:  # shareable: requests consume its capacity (KEP-5075)
+        out["allowMultipleAllocations"] = True
+    return out
+
+
+def _slice(name: str, pool: str, devices: list[dict[str, Any]], **where: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": DRIVER, **where, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    }
+
+
+def _opaque(what: str) -> dict[str, Any]:
+    return {"opaque": {"driver": DRIVER, "parameters": {"config": what}}}
+
+
 def allocation_case(rng: random.Random, n: int) -> dict[str, Any]:
-    """One node, 1-3 pools with 2-6 devices, 1-2 classes, 1-2 claims with 1-2 requests each."""
+    """Node ``node-1``; 1-3 pools with 2-6 devices (some pools with per-device node selection, whose devices
+    for ``node-2`` often lack attributes: upstream runs the selectors on them too), sometimes a pool of
+    ``node-2`` only; 1-2 classes, some with a config; 1-2 claims with 1-2 requests each (``ExactCount``,
+    ``All``, ``firstAvailable`` whose alternatives may use different classes), sometimes a claim config
+    (for a request, a subrequest or all) and a ``matchAttribute`` constraint, also on an attribute that most
+    devices lack."""
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {"zone": "z1"}}}
     slices = []
     all_devices: list[tuple[str, str, str]] = []
     for p in range(rng.randint(1, 3)):
         pool = f"pool-{p}"
+        per_device = rng.random() < 0.2
         devices = []
         for d in range(rng.randint(2, 6)):
-            dev = device(rng)
-            dev["attributes"].pop(f"{OTHER}/zone", None)
-            if rng.random() < 0.95:  # most devices have every attribute; a missing one fails a selector
-                full = {
-                    "model": {"string": rng.choice(MODELS)},
-                    "index": {"int": d},
-                    "healthy": {"bool": rng.random() < 0.8},
-                    "driverVersion": {"version": rng.choice(VERSIONS)},
-                    "tags": {"strings": rng.sample(["fast", "nvlink", "mig", "ecc"], rng.randint(1, 3))},
-                    "ids": {"ints": [rng.randint(-3, 9) for _ in range(rng.randint(1, 4))]},
-                }
-                dev["attributes"] = {**full, **dev["attributes"]}
-                dev["capacity"].setdefault("memory", {"value": "40Gi"})
-            devices.append({"name": f"dev-{d}", "attributes": dev["attributes"], "capacity": dev["capacity"]})
+            other_node = per_device and rng.random() < 0.4
+            dev = _alloc_device(rng, d, 0.7 if other_node else 0.95)
+            if per_device:
+                dev["nodeName"] = "node-2" if other_node else "node-1"
+            devices.append(dev)
             all_devices.append((DRIVER, pool, f"dev-{d}"))
-        slices.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"slice-{p}"},
-                "spec": {
-                    "driver": DRIVER,
-                    "nodeName": "node-1",
-                    "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-                    "devices": devices,
-                },
-            }
-        )
+        where = {"perDeviceNodeSelection": True} if per_device else {"nodeName": "node-1"}
+        slices.append(_slice(f"slice-{p}", pool, devices, **where))
+    if rng.random() < 0.2:  # another node's pool: never looked at for node-1
+        slices.append(_slice("slice-n2", "pool-n2", [_alloc_device(rng, d, 0.3) for d in range(2)], nodeName="node-2"))
     class_selectors = [
         f'device.driver == "{DRIVER}"',
         f'{A}.model != "T4"',
@@ -372,14 +523,11 @@ def allocation_case(rng: random.Random, n: int) -> dict[str, Any]:
     classes = []
     for c in range(rng.randint(1, 2)):
         sels = [class_selectors[0]] + rng.sample(class_selectors[1:], rng.randint(0, 2))
-        classes.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": f"class-{c}"},
-                "spec": {"selectors": [{"cel": {"expression": e}} for e in sels]},
-            }
-        )
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in sels]}
+        if rng.random() < 0.5:
+            spec["config"] = [_opaque(f"class-{c}")]
+        meta = {"name": f"class-{c}"}
+        classes.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta, "spec": spec})
     request_selectors = [
         f'{A}.model == "{rng.choice(MODELS)}"',
         f"{A}.index % 2 == 0",
@@ -387,11 +535,16 @@ def allocation_case(rng: random.Random, n: int) -> dict[str, Any]:
         f"{A}.ids.sum() > 2",
         f'{A}.tags.sort()[0] != "ecc"',
     ]
+
+    def class_name() -> str:
+        return str(rng.choice(classes)["metadata"]["name"])
+
     claims = []
     for ci in range(rng.randint(1, 2)):
         requests = []
+        names: list[str] = []
         for ri in range(rng.randint(1, 2)):
-            exact: dict[str, Any] = {"deviceClassName": rng.choice(classes)["metadata"]["name"]}
+            exact: dict[str, Any] = {"deviceClassName": class_name()}
             if rng.random() < 0.85:
                 exact["allocationMode"] = "ExactCount"
                 exact["count"] = rng.randint(1, 3)
@@ -399,22 +552,36 @@ def allocation_case(rng: random.Random, n: int) -> dict[str, Any]:
                 exact["allocationMode"] = "All"
             if rng.random() < 0.5:
                 exact["selectors"] = [{"cel": {"expression": rng.choice(request_selectors)}}]
-            if rng.random() < 0.15:
+            if rng.random() < 0.2:
+                exact["capacity"] = {"requests": {"memory": rng.choice(["10Gi", "30Gi"])}}
+            if rng.random() < 0.2:
+                small = {k: v for k, v in exact.items() if k != "allocationMode"}
+                small.update(allocationMode="ExactCount", count=1, deviceClassName=class_name())
                 requests.append(
                     {
                         "name": f"req-{ri}",
                         "firstAvailable": [
                             {"name": "big", **{**exact, "allocationMode": "ExactCount", "count": 4}},
-                            {"name": "small", **{k: v for k, v in exact.items() if k != "allocationMode"},
-                             "allocationMode": "ExactCount", "count": 1},
+                            {"name": "small", **small},
                         ],
                     }
                 )
+                names += [f"req-{ri}/big", f"req-{ri}/small"]
             else:
                 requests.append({"name": f"req-{ri}", "exactly": exact})
+            names.append(f"req-{ri}")
         devices: dict[str, Any] = {"requests": requests}
         if rng.random() < 0.3:
-            devices["constraints"] = [{"matchAttribute": f"{DRIVER}/model"}]
+            attribute = rng.choice(["model", "model", "rare", "healthy"])
+            constraint: dict[str, Any] = {"matchAttribute": f"{DRIVER}/{attribute}"}
+            if rng.random() < 0.3:
+                constraint["requests"] = [rng.choice(names)]
+            devices["constraints"] = [constraint]
+        if rng.random() < 0.3:
+            cfg = _opaque(f"claim-{ci}")
+            if rng.random() < 0.7:
+                cfg["requests"] = rng.sample(names, rng.randint(1, min(2, len(names))))
+            devices["config"] = [cfg]
         claims.append(
             {
                 "apiVersion": "resource.k8s.io/v1",

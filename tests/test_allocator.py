@@ -2524,7 +2524,9 @@ case(
         one_slice(mdev(DEV1, {CAP0: "1"}), mdev(DEV2, {CAP0: "1"})),
         shares=[Share(DRIVER_A, POOL1, DEV1, {CAP0: "1"})],
         features=CONSUMABLE,
-        expect=[allocation(NS1, share(REQ0, DEV2, {CAP0: "1"}))],
+        # v0.37.2 table: "device-1 capacity-exhausted but still matches; All fails, not device-2 only" (the
+        # All list is built with static capacity; the remaining capacity is checked when a device is taken)
+        expect=None,
     ),
 )
 case(

@@ -7,9 +7,15 @@
   fails (compile or runtime error, cost limit) ours must fail too, and where cel-go succeeds ours must not
   fail. Compile-vs-runtime classification may differ on the unchecked engine (cel-python), so only
   "error or not" is compared.
-* Allocation: ~150 random cases (1-3 pools, 1-2 classes, 1-2 claims, ExactCount/All/firstAvailable,
-  matchAttribute, some devices already allocated, selectors that fail at runtime): upstream's outcome kind
-  (allocations / unschedulable / error) and, for allocations, the exact devices chosen per request.
+  The selectors include ``string.format`` calls (many compared with the output tests/celgen.py predicts
+  from plugins/dra/cel_format.py, so cel-go judges the exact text) and Semver/Quantity values compared with
+  strings and other types (``==``, ``!=``, ``in`` constant and computed lists).
+* Allocation: ~150 random cases (1-3 pools, some with per-device node selection and devices for another
+  node that lack attributes, 1-2 classes with or without a config, 1-2 claims, ExactCount/All/firstAvailable
+  with alternatives of different classes, capacity requests on shareable devices, matchAttribute also on
+  attributes most devices lack, claim configs, some devices already allocated, selectors that fail at
+  runtime): upstream's outcome kind (allocations / unschedulable / error) and, for allocations, the exact
+  devices chosen per request and the recorded ``devices.config`` (source, requests, parameters; in order).
 
 The Go binary is built (not skipped) when missing: a failed build fails the test. Env: DRA_DIFF_SEED,
 DRA_DIFF_CEL (count), DRA_DIFF_ALLOC (count).
@@ -167,7 +173,18 @@ def _ours_alloc(case: dict[str, Any]) -> tuple[str, Any]:
         return "error", str(e)
     if out is None:
         return "unschedulable", None
-    return "allocations", [sorted((r.request, r.driver, r.pool, r.device) for r in a.results) for a in out]
+    return "allocations", [
+        (sorted((r.request, r.driver, r.pool, r.device) for r in a.results), _configs(a.raw["devices"]))
+        for a in out
+    ]
+
+
+def _configs(devices: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """status.allocation.devices.config, in order: (source, requests, opaque)."""
+    return [
+        (c.get("source"), tuple(c.get("requests") or ()), json.dumps(c.get("opaque"), sort_keys=True))
+        for c in devices.get("config") or ()
+    ]
 
 
 def _go_alloc(go: dict[str, Any]) -> tuple[str, Any]:
@@ -176,7 +193,8 @@ def _go_alloc(go: dict[str, Any]) -> tuple[str, Any]:
     if go.get("unschedulable"):
         return "unschedulable", None
     return "allocations", [
-        sorted((r["request"], r["driver"], r["pool"], r["device"]) for r in a["devices"]["results"])
+        (sorted((r["request"], r["driver"], r["pool"], r["device"]) for r in a["devices"]["results"]),
+         _configs(a["devices"]))
         for a in go["allocations"]
     ]
 

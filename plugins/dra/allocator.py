@@ -27,6 +27,15 @@ Where upstream has known bugs (dra-semantics.md §2.15) this implementation does
 Items kept as upstream: 4 (a device that disappeared from its slice cannot be charged: its counters are
 unknown), 8 (an ``All`` request fails if any pool on the node is incomplete or invalid).
 
+Order of checks as in 1.37.2 (``k8s.io/dynamic-resource-allocation`` v0.37.2
+``structured/internal/experimental/allocator_experimental.go``, which kube-scheduler 1.37.2 uses with its
+default gates): "in use" (also for a shareable device held exclusively) before the selectors; the selectors
+also on the devices of a per-device-node-selection slice that are for other nodes (``isSelectable`` checks
+the node after the CEL, so a runtime error there fails the claim; such devices are never allocated:
+:attr:`Candidate.on_node`); an ``All`` request lists its devices by static capacity and a device that must be
+taken is checked against the claim constraints before its remaining capacity (a broken constraint is an
+error). A class config of a ``firstAvailable`` request names the chosen subrequest (``r0/s1``).
+
 Candidate order hook (``device_order``, topology-aware placement): for each ``ExactCount`` request the search
 may visit the candidates in another order — ``device_order(node, free, spec, count)`` receives the candidates
 that are free and match the request right now (upstream order) and returns the preferred ones first. The
@@ -126,6 +135,10 @@ class Candidate:
     id: DeviceID
     key: tuple[int, int]  # (slice serial, device index): the CEL cache key of this device generation
     rule_taints: tuple[Taint, ...] = ()  # taints DeviceTaintRules add to the device's own (checked with them)
+    # False: a device of a per-device-node-selection slice that is for another node. Upstream evaluates the
+    # selectors on it before the device's node selection (isSelectable, so a CEL runtime error there fails
+    # the claim); it is never allocated. Only in Pool.walk.
+    on_node: bool = True
 
 
 @dataclass(slots=True)
@@ -138,6 +151,9 @@ class Pool:
     counter_sets: dict[str, Mapping[str, Quantity]] = field(default_factory=dict)
     all_devices: dict[str, Device] = field(default_factory=dict)  # every device of the pool (any node)
     has_binding_conditions: bool = False
+    # the devices the search walks, in upstream order, when it differs from `candidates`: with the devices of
+    # per-device-node-selection slices that are for other nodes (Candidate.on_node False); empty otherwise
+    walk: list[Candidate] = field(default_factory=list)
 
 
 def _device_on_node(d: Device, node: Node) -> bool:
@@ -217,6 +233,7 @@ def _build_pool(
     pool = Pool(pid, gen)
     ordered = sorted(slices, key=lambda s: s.name)
     seen: set[str] = set()
+    walk: list[Candidate] = []
     for s in ordered:
         if features.partitionable_devices:
             for cs in s.shared_counters:
@@ -248,6 +265,9 @@ def _build_pool(
                 pool.invalid = pool.invalid or f"duplicate device name {d.name}"
             seen.add(d.name)
             if s.per_device_node_selection and not _device_on_node(d, node):
+                # (dynamic-resource-allocation v0.37.2 structured/internal/experimental/allocator_experimental.go
+                # isSelectable: the selectors run before the per-device node check)
+                walk.append(Candidate(pid, s, d, (pid[0], pid[1], d.name), (s.serial, i), on_node=False))
                 continue
             if d.binding_conditions:
                 pool.has_binding_conditions = True
@@ -255,6 +275,9 @@ def _build_pool(
             if rules and features.device_taint_rules:
                 cand.rule_taints = rules.taints_for(pid[0], pid[1], d.name)
             pool.candidates.append(cand)
+            walk.append(cand)
+    if len(walk) != len(pool.candidates):
+        pool.walk = walk
     return pool
 
 
@@ -306,6 +329,45 @@ def violates_policy(consumed: Quantity, cap: DeviceCapacity) -> bool:
     if pol.valid_values is not None:
         return consumed not in pol.valid_values
     return False
+
+
+def capacity_shortfall(ledger: DeviceLedger, spec: RequestSpec, c: Candidate) -> tuple[str, Quantity, Quantity] | None:
+    """Why ``spec`` cannot take (a share of) the device of ``c`` now for lack of capacity, as the search
+    checks it with nothing else being allocated: (capacity name, what one allocation consumes, what is left
+    on the device: zero when the device has no such capacity); None if it fits."""
+    d = c.device
+    requested = dict(spec.capacity)
+    for name, q in requested.items():
+        if name not in d.capacity:
+            return name, q, Quantity(Fraction(0), q.fmt)
+    shares = ledger.shared_consumption(c.id)
+    for name, cap in d.capacity.items():
+        used = consumed_capacity(requested.get(name), cap)
+        left = cap.value.value
+        if shares:
+            for consumed in shares.values():
+                share = consumed.get(name)
+                if share is not None:
+                    left -= share.value
+        if violates_policy(used, cap) or used.value > left:
+            return name, used, Quantity(max(left, Fraction(0)), cap.value.fmt)
+    return None
+
+
+def counter_shortfall(alloc: Allocator, pool: Pool, c: Candidate) -> tuple[str, str, Quantity, Quantity] | None:
+    """Why the device of ``c`` cannot be allocated now for lack of shared counters (its pool's counters
+    minus what the devices in use consume): (counter set, counter, what the device consumes, what is left);
+    None if they suffice (or a share of it was charged already)."""
+    d = c.device
+    if not d.consumes_counters or (d.allow_multiple_allocations and alloc.ledger.has_shares(c.id)):
+        return None
+    avail = alloc._pool_available(pool)
+    for cc in d.consumes_counters:
+        for cname, q in cc.counters.items():
+            left = avail.get((cc.counter_set, cname))
+            if left is not None and q.value > left:
+                return cc.counter_set, cname, q, Quantity(max(left, Fraction(0)), q.fmt)
+    return None
 
 
 # --- constraints ---------------------------------------------------------------------------------------
@@ -525,7 +587,9 @@ class _Search:
         self.claims = claims
         self.pools = {p.id: p for p in pools}
         self.pool_list = pools
-        self.cands: list[Candidate] = [c for p in pools if not p.incomplete and not p.invalid for c in p.candidates]
+        self.cands: list[Candidate] = [
+            c for p in pools if not p.incomplete and not p.invalid for c in (p.walk or p.candidates)
+        ]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.allocating_shares: dict[DeviceID, int] = {}
@@ -627,9 +691,12 @@ class _Search:
                         f"{where}: asks for all devices, but resource pool {p.id[0]}/{p.id[1]} is currently invalid"
                     )
             for c in self.cands:
-                if not self._selectable(ci, claim, rd, c):
+                if not self._selectable(ci, claim, rd, c) or not c.on_node:
                     continue
-                if self.f.consumable_capacity and self._capacity(rd, c) is None:
+                # static capacity only, as upstream: a device whose remaining capacity is too small stays in
+                # the list and makes the request fail when it is tried (validateDeviceRequest, "Static
+                # capacity only" in dynamic-resource-allocation v0.37.2 allocator_experimental.go)
+                if self.f.consumable_capacity and self._capacity(rd, c, static=True) is None:
                     continue
                 rd.all_devices.append(c)
             rd.num_devices = len(rd.all_devices)
@@ -647,15 +714,16 @@ class _Search:
 
     # --- capacity ------------------------------------------------------------------------------------
 
-    def _capacity(self, rd: _Req, c: Candidate) -> dict[str, Quantity] | None:
-        """Consumed capacity per device capacity if the request fits on the device now, else None."""
+    def _capacity(self, rd: _Req, c: Candidate, static: bool = False) -> dict[str, Quantity] | None:
+        """Consumed capacity per device capacity if the request fits on the device now (``static``: on the
+        device with nothing consumed), else None."""
         d = c.device
         for name in rd.capacity:
             if name not in d.capacity:
                 return None
         out: dict[str, Quantity] = {}
-        shares = self.ledger.shared_consumption(c.id)
-        allocating = self.allocating_capacity.get(c.id)
+        shares = None if static else self.ledger.shared_consumption(c.id)
+        allocating = None if static else self.allocating_capacity.get(c.id)
         for name, cap in d.capacity.items():
             used = consumed_capacity(rd.capacity.get(name), cap)
             if violates_policy(used, cap):
@@ -719,7 +787,6 @@ class _Search:
             return r
         cands = self.cands
         ledger = self.ledger
-        multi_ok = self.f.consumable_capacity
         if self.a.device_order is not None and not rd.admin:
             slot = (ci, ri, si)
             if di == 0:
@@ -733,11 +800,12 @@ class _Search:
                 users = self.allocating.get(dev_id)
                 if users and ci in users:
                     continue
-            elif not (multi_ok and c.device.allow_multiple_allocations) and (
-                dev_id in self.allocating or ledger.is_allocated(dev_id)
-            ):
+            elif dev_id in self.allocating or ledger.is_allocated(dev_id):
+                # "in use" is checked before the selectors, also for a shareable device that a claim holds
+                # exclusively (deviceInUse in dynamic-resource-allocation v0.37.2 allocator_experimental.go;
+                # shares being allocated are not in self.allocating)
                 continue
-            if not self._selectable(ci, claim, rd, c):
+            if not self._selectable(ci, claim, rd, c) or not c.on_node:
                 continue
             undo = self._try(ci, rd, c, must=False)
             if undo is None:
@@ -755,13 +823,12 @@ class _Search:
         order = self.a.device_order
         assert order is not None
         ledger = self.ledger
-        multi_ok = self.f.consumable_capacity
         free: list[Candidate] = []
         for c in self.cands:
-            if not (multi_ok and c.device.allow_multiple_allocations) and (
-                c.id in self.allocating or ledger.is_allocated(c.id)
-            ):
+            if c.id in self.allocating or ledger.is_allocated(c.id):
                 continue
+            if not c.on_node:
+                continue  # (still walked by the search, where its selectors run as upstream)
             try:
                 if not self._selectable(ci, claim, rd, c):
                     continue
@@ -798,10 +865,16 @@ class _Search:
         if d.consumes_counters and not self.f.partitionable_devices:
             return None
         consumed: dict[str, Quantity] | None = None
+        short = False  # too little capacity left: for a device that must be taken, known after the constraints
         if self.f.consumable_capacity:
             consumed = self._capacity(rd, c)
             if consumed is None:
-                return None
+                if not must:
+                    return None
+                # upstream allocateDevice checks the remaining capacity after the claim constraints, so an
+                # `All` device that also breaks a constraint is an error, not "does not fit"
+                # (dynamic-resource-allocation v0.37.2 structured/internal/experimental/allocator_experimental.go)
+                short = True
         # counters (checked now, committed after taints and constraints passed)
         counter_delta: list[tuple[tuple[str, str], Fraction]] = []
         charge = bool(d.consumes_counters) and not rd.admin
@@ -840,6 +913,10 @@ class _Search:
                     )
                 return None
             added.append(con)
+        if short:
+            for a in added:
+                a.remove(request, driver, d)
+            return None
         # commit
         if counter_delta:
             used = self.consumed_counters.setdefault(c.pool, {})
@@ -956,14 +1033,18 @@ class _Search:
             sel = chosen.get(req.name)
             if sel is None:
                 continue
+            # A class config names the request that got its devices: the subrequest ("r0/s1") of a
+            # firstAvailable request, so that it applies to that alternative only (dynamic-resource-allocation
+            # v0.37.2 structured/internal/experimental/allocator_experimental.go, "Populate configs":
+            # requestData.requestName() of the selected subrequest).
             cls = rd_by_name[sel].cls
             if cls.name in class_entries:
                 for e in class_entries[cls.name]:
-                    e["requests"].append(req.name)
+                    e["requests"].append(sel)
                 continue
             entries = []
             for class_cfg in cls.config:
-                entry: dict[str, Any] = {"source": "FromClass", "requests": [req.name]}
+                entry: dict[str, Any] = {"source": "FromClass", "requests": [sel]}
                 entry.update({k: v for k, v in class_cfg.items() if k not in ("source", "requests")})
                 entries.append(entry)
                 out.append(entry)
@@ -1028,7 +1109,9 @@ __all__ = [
     "FailedOnNode",
     "Features",
     "Pool",
+    "capacity_shortfall",
     "consumed_capacity",
+    "counter_shortfall",
     "gather_pools",
     "violates_policy",
 ]

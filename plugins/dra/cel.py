@@ -47,6 +47,19 @@ Library completions (:mod:`plugins.dra.cel_ext`)
     one-element comprehensions too. ``tests/test_differential.py`` compares both engines with cel-go on
     random selectors.
 
+``format`` and comparisons with library values (:mod:`plugins.dra.cel_format`, :mod:`plugins.dra.cel_ext`)
+    ``"...".format([...])`` is cel-go's v1 formatter (the strings extension at version 2 in Kubernetes'
+    environment), not the engines' own: both call ``__dra_format``; constant format strings on list literals
+    are checked at compile time as cel-go's validator does, and their list literals are exempt from the
+    homogeneous-literal check. Kubernetes' Quantity/Semver/IP/CIDR/URL values refuse ``==`` with another
+    type ("no such overload", so ``semver == "1.2.3"`` fails the claim) while ``!=`` never fails, lists and
+    maps compare element-wise with failing comparisons not counting as unequal, and ``semver in ["1.2.3"]``
+    (membership in a constant literal, a Go map lookup upstream) panics, which ends the evaluation whatever
+    ``||``/``&&`` would make of it (:data:`plugins.dra.cel_ext.PANIC`). cel-expr-python gets this through a
+    rewrite of the equalities whose left operand may hold such a value (``cel_ext.opaque_equality``: a
+    ``type(x) == map`` test keeps the native ``==`` for everything else); cel-python through its ``==``,
+    ``!=`` and ``in`` functions, and ``||``/``&&`` that evaluate their right operand only when cel-go does.
+
 Runtime cost limit (:mod:`plugins.dra.cel_cost`)
     Kubernetes evaluates selectors with ``cel.CostLimit(1_000_000)`` and fails with
     ``operation cancelled: actual cost limit exceeded``. Neither engine exposes a runtime cost or can be
@@ -80,7 +93,7 @@ Regular expressions
 Engine limits (documented deviations)
     cel-expr-python stops a selector after 9,999 comprehension iterations per evaluation ("comprehension
     iteration budget exceeded": that claim fails, nothing else) and parses at most 32 nested syntax levels
-    (a compile error beyond). cel-python has no optional syntax (``.?``), ``strings.quote`` or ``format``.
+    (a compile error beyond). cel-python has no optional syntax (``.?``) or ``strings.quote``.
     Not provided on either: ``transformMapEntry``, ``lists.first``/``last``, Kubernetes' ``format`` library,
     ``string(ip)``/``string(cidr)`` other than directly on ``ip(...)``/``cidr(...)``/``masked()``/``ip()``.
     The checker's unification of computed list element types (``[attr.ids, [5]].flatten()`` is refused by
@@ -101,6 +114,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol, TypeAlias, cast
 
+from plugins.dra.cel_ext import PANIC as _PANIC
 from scheduler.quantity import Quantity, QuantityError, parse_quantity
 from scheduler.semver import SemverError, Version
 from scheduler.semver import parse as parse_semver
@@ -1157,7 +1171,8 @@ _EXT_RESULT = {
                                          "containsIP", "containsCIDR")},
     **{f"__dra_{f}": "int" for f in ("family", "prefixLength", "indexOf", "lastIndexOf")},
     **{f"__dra_{f}": "string" for f in ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath",
-                                           "string")},
+                                           "string", "format")},
+    **{f"__dra_{f}": "bool" for f in ("eq", "ne", "in_constant", "quantity_eq_ptr")},
 }
 
 
@@ -1311,11 +1326,12 @@ def _analyse_tree(
     rewrite_domains: bool,
     fold: Callable[[Node], Node] | None,
 ) -> _Analysed:
-    from plugins.dra import cel_cost, cel_ext
+    from plugins.dra import cel_cost, cel_ext, cel_format
 
     original = parse_expression(expression)
     cel_ext.check_reserved(original)
     cel_ext.check_homogeneous(original)
+    cel_format.check_format_calls(original)
     tree = cel_ext.translate(original, checked=checked)
     if checked and cel_ext.uses_library_calls(tree) and cel_ext.escaping_optional(original):
         # cel-expr-python 0.1.3 crashes (SIGSEGV) converting a map holding an optional value for a Python
@@ -1335,6 +1351,8 @@ def _analyse_tree(
         if result not in ("bool", "dyn", "optional"):
             raise CELCompileError(f"must evaluate to bool or the unknown type, not {result}")
     work = tree
+    if checked:  # cel-go's failing == and constant `in` on library values (celpy: strict_macros below)
+        work = cel_ext.opaque_equality(work)
     if rewrite_domains:
         work = _rewrite(work, {})
     if fold is not None:
@@ -1599,7 +1617,7 @@ _XP_URL_KEY = "@u"
 def _xp_ext_functions(cel: Any, Q: Any, V: Any) -> list[Any]:
     """Declarations of :data:`plugins.dra.cel_ext.FUNCTIONS` for cel-expr-python (typed overloads; IP, CIDR and
     URL travel as tagged maps of distinct types like Quantity and Semver)."""
-    from plugins.dra import cel_ext
+    from plugins.dra import cel_ext, cel_format
 
     T = cel.Type
     IP, CIDR, URL = T.Map(T.UINT, T.STRING), T.Map(T.BOOL, T.STRING), T.Map(T.STRING, T.BYTES)
@@ -1637,6 +1655,40 @@ def _xp_ext_functions(cel: Any, Q: Any, V: Any) -> list[Any]:
             return out(impl(*(arg_in(t, a) for t, a in zip(params, args, strict=False))))
 
         return call
+
+    def lib_value(v: Any) -> Any:
+        """A dyn value as cel_format/cel_ext expect it: tagged maps are the library values they stand for
+        (:class:`cel_format.Opaque`, equal tags for equal values), bytes are bytes, types are type values."""
+        if isinstance(v, dict):
+            if len(v) == 1:
+                k, x = next(iter(v.items()))
+                if k is True and isinstance(x, str):
+                    return cel_format.Opaque("net.CIDR", x)
+                if k == _QKEY and isinstance(x, str):
+                    return cel_format.Opaque(_Q, x)
+                if k == _XP_URL_KEY and isinstance(x, bytes | bytearray):
+                    return cel_format.Opaque("kubernetes.URL", bytes(x))
+                if k == _VKEY and not isinstance(k, bool) and isinstance(x, str):
+                    return cel_format.Opaque(_V, x)  # (an IP is the same map: taken for a Semver)
+            return {lib_value(k): lib_value(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [lib_value(x) for x in v]
+        if isinstance(v, bytearray):
+            return bytes(v)
+        if isinstance(v, cel.Type):
+            name = str(v).split("<")[0].lower()
+            return cel_format.TypeValue(
+                {"null": "null_type", "duration": "google.protobuf.Duration",
+                 "timestamp": "google.protobuf.Timestamp"}.get(name, name)
+            )
+        return v
+
+    def wrap_lib(impl: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *args: impl(*(lib_value(a) for a in args))
+
+    # eq/ne/in_constant take the left operand only when it is a map or a list (cel_ext.opaque_equality), the
+    # right one of any kind: one overload per runtime kind
+    any_kind = [T.INT, T.UINT, T.DOUBLE, T.STRING, T.BOOL, T.BYTES, T.NULL, M, L, T.DURATION, T.TIMESTAMP, T.TYPE]
 
     sigs: dict[str, list[tuple[Any, list[Any]]]] = {
         "keys": [(L, [L]), (L, [M])],
@@ -1683,7 +1735,12 @@ def _xp_ext_functions(cel: Any, Q: Any, V: Any) -> list[Any]:
         "getPort": [(S, [URL])],
         "getEscapedPath": [(S, [URL])],
         "getQuery": [(T.Map(S, T.List(S)), [URL])],
+        "format": [(S, [S, L])],
+        "eq": [(B, [left, right]) for left in (M, L) for right in any_kind],
+        "ne": [(B, [left, right]) for left in (M, L) for right in any_kind],
+        "in_constant": [(B, [M, L]), (B, [M, M]), (B, [L, M])],
     }
+    lib_functions = ("format", "eq", "ne", "in_constant")
     decls = []
     for name, overloads in sigs.items():
         impl = cel_ext.FUNCTIONS[name].impl
@@ -1691,7 +1748,12 @@ def _xp_ext_functions(cel: Any, Q: Any, V: Any) -> list[Any]:
             cel.FunctionDecl(
                 cel_ext.PREFIX + name,
                 [
-                    cel.Overload(f"dra_{name}_{k}", ret, params, impl=wrap(impl, params))
+                    cel.Overload(
+                        f"dra_{name}_{k}",
+                        ret,
+                        params,
+                        impl=wrap_lib(impl) if name in lib_functions else wrap(impl, params),
+                    )
                     for k, (ret, params) in enumerate(overloads)
                 ],
             )
@@ -1866,7 +1928,7 @@ class _CelExprPythonEngine:
         if not (rt == self._bool or rt == self._dyn):
             name = _xp_type_name(rt, self._q_type, self._v_type)
             raise CELCompileError(f"must evaluate to bool or the unknown type, not {name}")
-        return _CelExprProgram(expression, analysed.cost, compiled, self)
+        return _CelExprProgram(expression, analysed.cost, compiled, self, _may_panic(analysed.text))
 
     def activation(self, device: DeviceInput) -> Any:
         act = device._activations.get(_XP)
@@ -1909,13 +1971,16 @@ class _CelExprPythonEngine:
 
 
 class _CelExprProgram:
-    __slots__ = ("_compiled", "_engine", "estimated_cost", "expression")
+    __slots__ = ("_compiled", "_engine", "estimated_cost", "expression", "may_panic")
 
-    def __init__(self, expression: str, cost: int, compiled: Any, engine: _CelExprPythonEngine) -> None:
+    def __init__(
+        self, expression: str, cost: int, compiled: Any, engine: _CelExprPythonEngine, may_panic: bool = False
+    ) -> None:
         self.expression = expression
         self.estimated_cost = cost
         self._compiled = compiled
         self._engine = engine
+        self.may_panic = may_panic
 
     def matches(self, device: DeviceInput) -> bool:
         if self.estimated_cost > COST_LIMIT:
@@ -1923,10 +1988,14 @@ class _CelExprProgram:
         act = device._activations.get(_XP)
         if act is None:
             act = self._engine.activation(device)
+        if self.may_panic:
+            _PANIC.message = None
         try:
             value = self._compiled.eval(act)
         except RuntimeError as e:  # cel-cpp's comprehension iteration budget, internal failures
             return self._fallback(device, _clean_status(str(e)))
+        if self.may_panic and _PANIC.message is not None:
+            raise CELRuntimeError(_PANIC.message)
         try:
             plain = value.value()
         except (TypeError, RuntimeError, AssertionError):
@@ -1964,6 +2033,7 @@ class _PyQuantity:
     """A Quantity inside celpy: equality by value, deliberately no ordering/arithmetic operators."""
 
     __slots__ = ("q",)
+    cel_type_name = _Q
 
     def __init__(self, q: Quantity) -> None:
         self.q = q
@@ -1982,6 +2052,7 @@ class _PyVersion:
     """A Semver inside celpy: equality by precedence, deliberately no ordering operators."""
 
     __slots__ = ("v",)
+    cel_type_name = _V
 
     def __init__(self, v: Version) -> None:
         self.v = v
@@ -1996,6 +2067,33 @@ class _PyVersion:
         return f"semver({str(self.v)!r})"
 
 
+def _short_circuit(evaluation: Any, celtypes: Any, op: str, decides: bool) -> Callable[[Any, Any], Any]:
+    """celpy's ``conditionalor``/``conditionaland`` visitor, evaluating the right operand only when the left
+    one is not ``decides`` (true for ``||``, false for ``&&``)."""
+
+    def visit(self: Any, tree: Any) -> Any:
+        if len(tree.children) == 1:
+            return self.visit_children(tree)[0]
+        left = self.visit(tree.children[0])
+        if isinstance(left, celtypes.BoolType) and bool(left) is decides:
+            return left
+        right = self.visit(tree.children[1])
+        func = self.activation.resolve_function(op)
+        try:
+            return func(left, right)
+        except TypeError as ex:
+            value = evaluation.CELEvalError(
+                f"found no matching overload for {op} applied to '({type(left)}, {type(right)})'",
+                ex.__class__,
+                ex.args,
+                tree=tree,
+            )
+            value.__cause__ = ex
+            return value
+
+    return visit
+
+
 class _CelPythonEngine:
     name = _PY
 
@@ -2008,6 +2106,11 @@ class _CelPythonEngine:
         self._eval_error = evaluation.CELEvalError
         # Macro bodies return errors as values (see cel_ext.strict_macros) instead of raising them.
         evaluation.Evaluator.build_macro_eval = evaluation.Evaluator.build_ss_macro_eval
+        # || and && evaluate their right operand only when the left one does not decide, as cel-go's
+        # evalOr/evalAnd (celpy evaluates both): a right operand that panics upstream (cel_ext.PANIC) is then
+        # evaluated exactly when cel-go evaluates it. Same values otherwise (the left one decides either way).
+        evaluation.Evaluator.conditionalor = _short_circuit(evaluation, celtypes, "_||_", True)
+        evaluation.Evaluator.conditionaland = _short_circuit(evaluation, celtypes, "_&&_", False)
         self._env = celpy.Environment()
         self._functions = self._build_functions()
         empty = celtypes.MapType()
@@ -2291,6 +2394,28 @@ class _CelPythonEngine:
             return call
 
         table = {cel_ext.PREFIX + name: adapt_strict(adapt(name, f.impl)) for name, f in cel_ext.FUNCTIONS.items()}
+        from plugins.dra import cel_format
+
+        type_names = {
+            t.IntType: "int", t.UintType: "uint", t.DoubleType: "double", t.StringType: "string",
+            t.BoolType: "bool", t.BytesType: "bytes", t.ListType: "list", t.MapType: "map",
+            type(None): "null_type", t.TimestampType: "google.protobuf.Timestamp",
+            t.DurationType: "google.protobuf.Duration",
+        }
+
+        def format_arg(v: Any) -> Any:
+            if isinstance(v, type):  # a type value (type(x)): %s prints its name
+                return cel_format.TypeValue(type_names.get(v, getattr(v, "__name__", "type")))
+            if isinstance(v, list):
+                return [format_arg(x) for x in v]
+            if isinstance(v, dict):
+                return {k: format_arg(x) for k, x in v.items()}
+            return v
+
+        format_impl = cel_ext.FUNCTIONS["format"].impl
+        table[cel_ext.PREFIX + "format"] = adapt_strict(
+            lambda fmt, args: t.StringType(format_impl(self._plain(fmt), format_arg(self._plain(args))))
+        )
         table.update(
             {
                 cel_ext.PREFIX + "strict": strict,
@@ -2311,7 +2436,7 @@ class _CelPythonEngine:
             runner = self._env.program(ast, functions=self._functions)
         except Exception as e:  # celpy raises lark/its own parse errors
             raise CELCompileError(f"{type(e).__name__}: {e}") from None
-        return _CelPythonProgram(expression, analysed.cost, runner, self)
+        return _CelPythonProgram(expression, analysed.cost, runner, self, _may_panic(analysed.text))
 
     def to_cel(self, v: object) -> Any:
         t = self._t
@@ -2399,13 +2524,16 @@ _CELPY_OPS = {
 
 
 class _CelPythonProgram:
-    __slots__ = ("_engine", "_runner", "estimated_cost", "expression")
+    __slots__ = ("_engine", "_runner", "estimated_cost", "expression", "may_panic")
 
-    def __init__(self, expression: str, cost: int, runner: Any, engine: _CelPythonEngine) -> None:
+    def __init__(
+        self, expression: str, cost: int, runner: Any, engine: _CelPythonEngine, may_panic: bool = False
+    ) -> None:
         self.expression = expression
         self.estimated_cost = cost
         self._runner = runner
         self._engine = engine
+        self.may_panic = may_panic
 
     def matches(self, device: DeviceInput) -> bool:
         if self.estimated_cost > COST_LIMIT:
@@ -2413,12 +2541,18 @@ class _CelPythonProgram:
         ctx = device._activations.get(_PY)
         if ctx is None:
             ctx = self._engine.activation(device)
+        if self.may_panic:
+            _PANIC.message = None
         try:
             result = self._runner.evaluate(ctx)
         except CELError:
             raise
         except Exception as e:  # CELEvalError, CELUnsupportedError and celpy internal failures
+            if self.may_panic and _PANIC.message is not None:
+                raise CELRuntimeError(_PANIC.message) from None
             raise self._engine.translate(e) from None
+        if self.may_panic and _PANIC.message is not None:
+            raise CELRuntimeError(_PANIC.message)
         if isinstance(result, bool | self._engine._t.BoolType):
             return bool(result)
         name = self._engine.type_name(result)
@@ -2426,6 +2560,11 @@ class _CelPythonProgram:
 
     def __repr__(self) -> str:
         return f"<{_PY} program {self.expression!r}>"
+
+
+def _may_panic(text: str) -> bool:
+    """Whether a translated program calls a function that can panic upstream (cel_ext.PANIC)."""
+    return "__dra_in_constant" in text
 
 
 # =====================================================================================================

@@ -192,7 +192,17 @@ def _call(node: Any, cost: float, ts: Size, sizes: list[Size]) -> tuple[float, S
         total = ts.n + _mul(ts.n + 1.0, new)
         return cost + _touch(Size(total)), Size(total)
     if fn == "format":
-        total = ts.n + _mul(first.n, max(first.element().n, 32.0))
+        from plugins.dra.cel_format import format_size_bound
+
+        # the text, plus per argument its formatted form (a double's %.6f has up to 316 characters, a quoted
+        # string up to 10 per character), plus what precisions and widths add (x/text keeps at most 32767
+        # fraction digits and a 16-bit width: 66,000 per clause of a format string that is not a literal)
+        fmt_node = node.args[0] if node.fn.startswith(PREFIX) else node.target
+        if isinstance(fmt_node, c.Lit) and isinstance(fmt_node.value, str):
+            extra = format_size_bound(fmt_node.value)
+        else:
+            extra = _mul(ts.n, 33_000.0)
+        total = ts.n + extra + _mul(first.n, max(_mul(first.element().n, 10.0), 330.0))
         return cost + _touch(Size(total)), Size(total)
     if fn in ("quote",):
         return cost + _touch(first), Size(_mul(first.n, 12.0) + 2.0)

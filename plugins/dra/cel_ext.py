@@ -15,7 +15,11 @@ already maps (quantity, semver, regex ``find``/``findAll``, strings, optional ty
 * ``ext.Sets`` (1.29): ``sets.contains``, ``sets.equivalent``, ``sets.intersects``;
 * Kubernetes' URL, IP and CIDR libraries (``library/urls.go``, ``ip.go``, ``cidr.go``);
 * cel-go's constant-list membership optimisation: ``x in []`` is ``false`` even when ``x`` is an error
-  (``interpreter/decorators.go`` ``maybeOptimizeSetMembership``).
+  (``interpreter/decorators.go`` ``maybeOptimizeSetMembership``), and ``semver in ["1.2.3"]`` (a Go map
+  lookup of an unhashable value) panics: :func:`in_constant`, :data:`PANIC`;
+* ``string.format`` of the strings extension at version 2 (:mod:`plugins.dra.cel_format`);
+* the ``Equal`` of Kubernetes' library types, which refuses other types (:func:`equal3`, and for
+  cel-expr-python the rewrite :func:`opaque_equality`).
 
 How: :func:`translate` rewrites the syntax tree (from :func:`plugins.dra.cel.parse_expression`) before it
 is handed to an engine. Two-variable comprehensions become one-variable macros over ``__dra_keys(t)`` (list
@@ -34,11 +38,14 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import threading
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
+
+from plugins.dra.cel_format import Opaque
 
 __all__ = [
     "FUNCTIONS",
@@ -589,8 +596,104 @@ class Fn:
     kind: str  # "list", "str_or_list", "scalar", "ip", "cidr", "url", "any"
 
 
-def eq(a: Any, b: Any) -> bool:
+_SEMVER_T = "kubernetes.Semver"
+
+
+def _strict_type(v: object) -> str | None:
+    """The type name of a Kubernetes library value whose ``Equal`` refuses other types: Quantity, Semver, IP,
+    CIDR and URL (k8s.io/apiserver v0.37.2 ``pkg/cel/quantity.go``, ``semver.go``, ``ip.go``, ``cidr.go``,
+    ``url.go``: ``MaybeNoSuchOverloadErr``/``ValOrErr(other, "no such overload")``)."""
+    if isinstance(v, IPValue):
+        return "net.IP"
+    if isinstance(v, CIDRValue):
+        return "net.CIDR"
+    if isinstance(v, URLValue):
+        return "kubernetes.URL"
+    if isinstance(v, Opaque):
+        return v.type_name
+    name = getattr(v, "cel_type_name", None)  # cel-python's Quantity and Semver wrappers
+    return name if isinstance(name, str) else None
+
+
+def equal3(a: object, b: object) -> bool | None:
+    """cel-go's ``types.Equal`` with errors as ``None``: null equals only null; a Quantity/Semver/IP/CIDR/URL
+    compared with a value of another type is "no such overload" (``semver == "1.2.3"`` fails, while
+    ``"1.2.3" == semver`` is false: a string's ``Equal`` answers false); lists and maps compare element-wise
+    and an element comparison that fails does not make them unequal (``baseList.Equal``/``baseMap.Equal``
+    only stop on ``False``: ``[semver] == ["1.2.3"]`` is true in cel-go v0.29.2)."""
+    if a is None or b is None:
+        return a is None and b is None
+    st = _strict_type(a)
+    if st is not None:
+        if _strict_type(b) != st:
+            return None
+        return a == b
+    if isinstance(a, list | tuple):
+        if not isinstance(b, list | tuple) or len(a) != len(b):
+            return False
+        return all(equal3(x, y) is not False for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping):
+        if not isinstance(b, Mapping) or len(a) != len(b):
+            return False
+        for k, v in a.items():
+            match = [bv for bk, bv in b.items() if cel_equal(k, bk)]
+            if not match or equal3(v, match[0]) is False:
+                return False
+        return True
     return cel_equal(a, b)
+
+
+def eq(a: Any, b: Any) -> bool:
+    r = equal3(a, b)
+    if r is None:
+        raise CELValueError("no such overload")
+    return r
+
+
+def ne(a: Any, b: Any) -> bool:
+    """``!=``: not (equal is true), so never an error (cel-go ``evalNe``)."""
+    return equal3(a, b) is not True
+
+
+class _Panic(threading.local):
+    """A Go panic inside cel-go's evaluation (recovered by cel-go as "internal error: ..."): unlike an error
+    value it ends the whole evaluation, whatever ``||``/``&&`` would make of it. A function that panics
+    upstream records it here; the engines' programs that may panic (``may_panic``) clear it before and check
+    it after each evaluation."""
+
+    message: str | None = None
+
+
+PANIC = _Panic()
+
+
+def in_constant(x: Any, container: Any) -> bool:
+    """``x in <literal>``: cel-go's planner (``OptOptimize``, Kubernetes' base environment) turns membership in
+    a constant list of primitive literals into a Go map lookup (``interpreter/decorators.go``
+    ``maybeOptimizeSetMembership``), and ``in`` on a map literal looks the key up in a Go map: a Semver
+    (a struct holding slices) cannot be hashed, so ``semver in ["1.2.3"]`` fails ("hash of unhashable type
+    cel.Semver") where a non-constant list answers false. Other values: CEL membership."""
+    if _strict_type(x) == _SEMVER_T:
+        PANIC.message = "internal error: runtime error: hash of unhashable type cel.Semver"
+        raise CELValueError(PANIC.message)
+    return member(x, container)
+
+
+def member(x: Any, container: Any) -> bool:
+    """CEL ``in``: a list contains ``x`` if an element's comparison with it is true (a failing comparison
+    counts as false: ``baseList.Contains``), a map if it has the key."""
+    if isinstance(container, Mapping):
+        return any(cel_equal(x, k) for k in container)
+    return any(equal3(x, e) is True for e in _as_list(container, "in"))
+
+
+def string_format(fmt: Any, args: Any) -> str:
+    from plugins.dra import cel_format
+
+    try:
+        return cel_format.string_format(fmt, args)
+    except cel_format.FormatError as e:
+        raise CELValueError(str(e)) from None
 
 
 def quantity_eq_ptr(a: Any, b: Any) -> bool:
@@ -601,6 +704,9 @@ FUNCTIONS: dict[str, Fn] = {
     "keys": Fn(keys, (1,), "any"),
     "quantity_eq_ptr": Fn(quantity_eq_ptr, (2,), "any"),
     "eq": Fn(eq, (2,), "any"),
+    "ne": Fn(ne, (2,), "any"),
+    "in_constant": Fn(in_constant, (2,), "any"),
+    "member": Fn(member, (2,), "any"),
     "zip": Fn(zip_map, (2,), "list"),
     "lists_range": Fn(lists_range, (1,), "scalar"),
     "slice": Fn(list_slice, (3,), "list"),
@@ -643,6 +749,7 @@ FUNCTIONS: dict[str, Fn] = {
     "getPort": Fn(url_port, (1,), "url"),
     "getEscapedPath": Fn(url_escaped_path, (1,), "url"),
     "getQuery": Fn(url_query, (1,), "url"),
+    "format": Fn(string_format, (2,), "any"),
 }
 
 # member function -> table name (the receiver becomes the first argument)
@@ -796,6 +903,9 @@ def translate(tree: Any, checked: bool, bind_native: bool = True) -> Any:
                     return fn(_NAMESPACED[key], *(go(a, scope) for a in node.args))
             if target is not None and node.fn in _MEMBER:
                 return fn(_MEMBER[node.fn], go(target, scope), *(go(a, scope) for a in node.args))
+            if target is not None and node.fn == "format" and n == 1:
+                # cel-go's v1 formatter (strings extension version 2), not the engines' own: plugins.dra.cel_format
+                return fn("format", go(target, scope), go(node.args[0], scope))
             if target is not None and node.fn == "ip" and n == 0:
                 return fn("cidr_ip", go(target, scope))
             if target is None and node.leading_dot:  # .f(x): the root container is the only one here
@@ -850,12 +960,19 @@ def _static_type(node: Any) -> str | None:
 def check_homogeneous(tree: Any) -> None:
     """cel.HomogeneousAggregateLiterals (Kubernetes' base environment): the elements of a list literal, and
     the keys and the values of a map literal, must have one type (``[1, 2.0]``, ``[1,
-    device.attributes["d"].i]`` do not compile: "expected type 'int' but found 'dyn'")."""
+    device.attributes["d"].i]`` do not compile: "expected type 'int' but found 'dyn'").
+
+    Literals anywhere inside a call of a function named ``format`` are exempt: the strings extension adds
+    ``format`` to the validator's exempt functions (cel-go v0.29.2 ``ext/formatting.go``
+    ``stringFormatValidator.Configure``, ``cel/validator.go`` ``inExemptFunction``), so
+    ``"%s-%d".format(["a", 1])`` compiles."""
     from plugins.dra import cel as c
 
     stack = [tree]
     while stack:
         node = stack.pop()
+        if isinstance(node, c.Call) and node.fn == "format":
+            continue
         groups: list[list[Any]] = []
         if isinstance(node, c.ListLit):
             groups = [list(node.elems)]
@@ -1020,6 +1137,91 @@ def binds_to_comprehensions(tree: Any, always: bool = False) -> Any:
     return go(tree) if always or has_short_circuit(tree) else tree
 
 
+_HASHED_KINDS = frozenset(("int", "uint", "double", "string", "bool"))
+
+
+def constant_membership(node: Any) -> bool:
+    """``x in C`` where cel-go looks ``x`` up in a Go map (see :func:`in_constant`): ``C`` a non-empty list
+    literal of bool/int/uint/double/string literals, or a map literal."""
+    from plugins.dra import cel as c
+
+    if not (isinstance(node, c.Binary) and node.op == "in"):
+        return False
+    right = node.right
+    if isinstance(right, c.MapLit):
+        return True
+    return (
+        isinstance(right, c.ListLit)
+        and bool(right.elems)
+        and not any(right.optional)
+        and all(isinstance(e, c.Lit) and e.kind in _HASHED_KINDS for e in right.elems)
+    )
+
+
+_MAYBE_STRICT = frozenset(("dyn", "list", "map", "kubernetes.Quantity", "kubernetes.Semver", "net.IP", "net.CIDR",
+                           "kubernetes.URL"))
+
+
+def opaque_equality(tree: Any) -> Any:
+    """For cel-expr-python (whose ``==`` answers false across types and whose ``in`` never fails): give
+    ``==``, ``!=`` and constant membership cel-go's results where a Kubernetes library value may be involved
+    (see :func:`equal3`, :func:`in_constant`). Only where the left operand's static type allows such a value
+    (dyn, a list, a map or a library type); the value is bound once and only a map or a list at run time
+    (what those values are on that engine) goes through Python::
+
+        L == R  ->  cel.bind(a, L, cel.bind(b, R,
+                        type(a) == map || type(a) == list ? __dra_eq(dyn(a), dyn(b)) : a == b))
+        L in C  ->  cel.bind(a, L, type(a) == map ? __dra_in_constant(dyn(a), C) : a in C)
+    """
+    from plugins.dra import cel as c
+
+    counter = itertools.count()
+
+    def static(node: Any, scope: Mapping[str, str]) -> str:
+        try:
+            return c._infer(node, scope)
+        except c.CELCompileError:
+            return "dyn"
+
+    def is_kind(var: Any, kind: str) -> Any:
+        return c.Binary("==", c.Call("type", (var,)), c.Ident(kind))
+
+    def go(node: Any, scope: Mapping[str, str]) -> Any:
+        if isinstance(node, c.Binary) and node.op in ("==", "!=") and static(node.left, scope) in _MAYBE_STRICT:
+            a = c.Ident(f"{PREFIX}e{next(counter)}")
+            b = node.right if isinstance(node.right, c.Lit) else c.Ident(f"{PREFIX}e{next(counter)}")
+            native = c.Binary(node.op, a, b)
+            # (dyn(): the checker may know a static type where _infer does not, e.g. `[1][0]`; the native
+            # branch keeps the operands' types, so its compile errors stay)
+            slow = c.Call(PREFIX + ("eq" if node.op == "==" else "ne"), (c.Call("dyn", (a,)), c.Call("dyn", (b,))))
+            inner: Any = c.Cond(c.Binary("||", is_kind(a, "map"), is_kind(a, "list")), slow, native)
+            if b is not node.right:
+                inner = c.Call("bind", (b, go(node.right, scope), inner), c.Ident("cel"))
+            return c.Call("bind", (a, go(node.left, scope), inner), c.Ident("cel"))
+        if constant_membership(node) and static(node.left, scope) in ("dyn", "kubernetes.Semver"):
+            a = c.Ident(f"{PREFIX}e{next(counter)}")
+            right = go(node.right, scope)
+            slow = c.Call(PREFIX + "in_constant", (c.Call("dyn", (a,)), right))
+            test = is_kind(a, "map")
+            if isinstance(node.right, c.MapLit):  # (cel-cpp has no `in` of a list in a map: false upstream)
+                test = c.Binary("||", test, is_kind(a, "list"))
+            choice = c.Cond(test, slow, c.Binary("in", a, right))
+            return c.Call("bind", (a, go(node.left, scope), choice), c.Ident("cel"))
+        if isinstance(node, c.Call) and c._is_bind(node):
+            var = cast(Any, node.args[0])
+            init = node.args[1]
+            kind = c._domain_map_kind(init, scope) or static(init, scope)
+            return c.Call(node.fn, (var, go(init, scope), go(node.args[2], {**scope, var.name: kind})), node.target)
+        names = c._macro_vars(node) if isinstance(node, c.Call) else None
+        if names is not None and node.target is not None:
+            inner = {**scope, **dict.fromkeys(names, "dyn")}
+            args = node.args[: len(names)] + tuple(go(x, inner) for x in node.args[len(names) :])
+            return c.Call(node.fn, args, go(node.target, scope), node.leading_dot)
+        return c._map_children(node, lambda ch: go(ch, scope))
+
+    return go(tree, {})
+
+
 def strict_macros(tree: Any) -> Any:
     """For cel-python: make comprehension errors CEL errors (values), not Python exceptions.
 
@@ -1037,9 +1239,13 @@ def strict_macros(tree: Any) -> Any:
 
     def go(node: Any) -> Any:
         if isinstance(node, c.Binary) and node.op in ("==", "!="):
-            # CEL's heterogeneous equality (1 == 1.0, and false across types): celpy raises instead
-            eq = c.Call(PREFIX + "eq", (go(node.left), go(node.right)))
-            return eq if node.op == "==" else c.Unary("!", eq)
+            # CEL's heterogeneous equality (1 == 1.0, and false across types): celpy raises instead; cel-go's
+            # library values fail against other types, != never fails (equal3)
+            return c.Call(PREFIX + ("eq" if node.op == "==" else "ne"), (go(node.left), go(node.right)))
+        if isinstance(node, c.Binary) and node.op == "in":
+            # celpy's `in` compares with its own == (which raises across types)
+            fn = "in_constant" if constant_membership(node) else "member"
+            return c.Call(PREFIX + fn, (go(node.left), go(node.right)))
         if isinstance(node, c.Call) and c._is_has(node):
             sel = cast(Any, node.args[0])
             # celpy's has() is false when the operand itself fails; CEL propagates that error

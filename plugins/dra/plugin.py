@@ -92,6 +92,8 @@ from plugins.dra.allocator import (
     FailedOnNode,
     Features,
     Pool,
+    capacity_shortfall,
+    counter_shortfall,
     gather_pools,
 )
 from plugins.dra.capacity import DeviceDemand, device_room, member_demands
@@ -673,6 +675,7 @@ class DynamicResources:
         if data.ext is not None and len(inputs) > len(data.inputs):
             nr = self._ext_node_cached(data.ext, node)
             ext_requests = {m["requestName"]: m["resourceName"] for m in nr.mappings} if nr is not None else {}
+        last: tuple[str, str, Any, int, int, str] | None = None  # the last request that fits on its own
         for i, inp in enumerate(inputs):
             is_ext = i >= len(data.inputs)
             for req in inp.spec.requests:
@@ -683,24 +686,48 @@ class DynamicResources:
                         continue
                     matching, free, tainted = _count_devices(probe, node, pools, inp, s)
                     need = s.count if s.allocation_mode == ALLOCATION_MODE_EXACT else max(1, matching)
-                    if free >= need:
-                        best = ""
-                        break
                     what = f"{s.count} device(s)" if s.allocation_mode == ALLOCATION_MODE_EXACT else "all devices"
-                    if matching == 0:
-                        why = f"no device matches class {s.device_class_name} and the request's selectors"
-                    else:
-                        why = f"{matching} match(es), {free} free{tainted}"
                     where = (
                         f"extended resource {ext_requests.get(s.name, '?')} (request {s.name})"
                         if is_ext
                         else f"claim {_claim_ref(i)}, request {s.name}"
                     )
+                    if free >= need:
+                        # free, but is there enough left on them (capacity of shared devices, shared counters)?
+                        usable, short = _usable_devices(probe, node, pools, inp, s)
+                        if usable >= need:
+                            best = ""
+                            last = (where, what, s, matching, free, tainted)
+                            break
+                        left = f"{usable or 'none'} with enough left ({short})"
+                        why = f"{matching} match(es), {free} free{tainted}, {left}"
+                    elif matching == 0:
+                        why = f"no device matches class {s.device_class_name} and the request's selectors"
+                    else:
+                        why = f"{matching} match(es), {free} free{tainted}"
                     best = best or f"{where}: needs {what} of class {s.device_class_name}: {why}"
                 if best:
                     return best
         if any(p.incomplete for p in pools):
             return "cannot allocate all claims (some resource pools are being updated)"
+        requests = [(inp, req) for inp in inputs for req in inp.spec.requests]
+        if len(requests) == 1 and last is not None:
+            # one request that fits device by device: what is left is the devices together
+            where, what, s, matching, free, tainted = last
+            constraints = requests[0][0].spec.constraints
+            if constraints:
+                attrs = ", ".join(sorted({c.match_attribute or c.distinct_attribute or "?" for c in constraints}))
+                because = f"the claim's constraints on {attrs}"
+            else:
+                because = "shared counters or capacity"
+            n = s.count if s.allocation_mode == ALLOCATION_MODE_EXACT else matching
+            tail = (
+                f"none of them can be allocated ({because})"
+                if n == 1
+                else f"no {n} of them can be allocated together ({because})"
+            )
+            found = f"{matching} match(es), {free} free{tainted}"
+            return f"{where}: needs {what} of class {s.device_class_name}: {found}, but {tail}"
         return "cannot allocate all claims: requests fit one by one but not together (constraints or shared devices)"
 
     @staticmethod
@@ -1455,6 +1482,46 @@ def _count_devices(
             free += 1
     note = f", {tainted} tainted ({describe_taint(first_taint)} not tolerated)" if first_taint is not None else ""
     return matching, free, note
+
+
+def _usable_devices(probe: Allocator, node: NodeInfo, pools: list[Pool], inp: ClaimInput, spec: Any) -> tuple[int, str]:
+    """(how many of the free matching devices ``spec`` could take right now, what is short on the others):
+    the remaining capacity of a shareable device (or a dedicated device's capacity) against what the request
+    consumes, and the shared counters left in a device's pool against what the device consumes."""
+    by_id = {p.id: p for p in pools}
+    usable = 0
+    capacity: dict[str, tuple[Any, Any]] = {}  # capacity name -> (consumed by the request, most left)
+    counters: dict[tuple[str, str], tuple[Any, Any]] = {}  # (counter set, counter) -> (consumed, most left)
+    f = probe.features
+    for c in probe.matching(inp, spec, pools, node.node):
+        if probe.ledger.is_allocated(c.id) or (
+            not c.device.allow_multiple_allocations and probe.ledger.has_shares(c.id)
+        ):
+            continue
+        if f.device_taints and untolerated_taint((*c.device.taints, *c.rule_taints), spec.tolerations) is not None:
+            continue
+        cap = capacity_shortfall(probe.ledger, spec, c) if f.consumable_capacity else None
+        if cap is not None:
+            name, used, left = cap
+            prev = capacity.get(name)
+            capacity[name] = (used, left if prev is None or left > prev[1] else prev[1])
+            continue
+        cnt = counter_shortfall(probe, by_id[c.pool], c) if f.partitionable_devices else None
+        if cnt is not None:
+            set_name, cname, used, left = cnt
+            prev = counters.get((set_name, cname))
+            counters[(set_name, cname)] = (used, left if prev is None or left > prev[1] else prev[1])
+            continue
+        usable += 1
+    notes = [
+        f"capacity {name}: takes {used}, at most {left} left on a matching device"
+        for name, (used, left) in capacity.items()
+    ]
+    notes += [
+        f"counter {cname} of counter set {set_name}: a device takes {used}, at most {left} left"
+        for (set_name, cname), (used, left) in counters.items()
+    ]
+    return usable, "; ".join(notes) or "no shortfall found"
 
 
 def _validate(args: Mapping[str, Any], path: str) -> list[str]:

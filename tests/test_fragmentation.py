@@ -292,3 +292,16 @@ def test_the_documented_kube_scheduler_scoring_recipe_is_a_valid_config() -> Non
     scorers = {ref.name for ref in profile.plugins["score"]}
     assert "DeviceFragmentation" not in scorers and "GpuTopology" not in scorers
     assert "NodeResourcesFit" in scorers
+
+
+def test_nodes_of_one_kind_share_the_memo() -> None:
+    """The adapter interns (units, devices) to one ``kind``: F of one state is computed once for all such nodes."""
+    kind = object()
+    a, b = _gpus(2), _gpus(2)
+    a = NodeModel(a.units, a.devices, a.ids, a.index, kind=kind)
+    b = NodeModel(b.units, b.devices, ("x", "y"), {"x": 0, "y": 1}, kind=kind)
+    mix = Mix([(Shape(0, 0, (_share(470),)), 1.0)], strand=0)
+    assert mix.value(a, _state(530, 1000), 10, 10) == mix.value(b, _state(530, 1000), 10, 10)
+    assert len(mix._memo) == 1
+    mix.value(_gpus(2), _state(530, 1000), 10, 10)  # no kind: its own entry
+    assert len(mix._memo) == 2

@@ -82,6 +82,20 @@ class NodeModel:
     devices: tuple[DeviceModel, ...]
     ids: tuple[Hashable, ...] = ()  # the devices' ids (opaque here), aligned with ``devices``
     index: Mapping[Hashable, int] = field(default_factory=dict)  # id -> position
+    by_key: dict[Hashable, tuple[int, ...]] = field(default_factory=dict)  # request key -> matching devices
+    # Nodes whose units and devices are alike (same SKU, same matches) share one ``kind`` (the adapter interns
+    # it), so the memo of ``F`` serves all of them; None: the model is its own kind.
+    kind: object | None = None
+
+    @property
+    def memo_key(self) -> object:
+        return self if self.kind is None else self.kind
+
+    def matching(self, key: Hashable) -> tuple[int, ...]:
+        got = self.by_key.get(key)
+        if got is None:
+            got = self.by_key[key] = tuple(d for d, dev in enumerate(self.devices) if key in dev.keys)
+        return got
 
 
 # A node's device state: per unit, what is left per dim; per device, whether it is free (not allocated to
@@ -120,26 +134,32 @@ def usable(model: NodeModel, state: State, d: int, req: ReqShape) -> bool:
     return True
 
 
+def device_fragment(model: NodeModel, state: State, reqs: tuple[ReqShape, ...], free: Sequence[int], total: int) -> int:
+    """The device part of ``frag_n(m)`` for a shape with requests ``reqs`` (cpu and memory aside): ``total`` when
+    some request cannot get its devices, else the free amount of the units none of the requests can use."""
+    used_units = 0
+    devices = model.devices
+    for req in reqs:
+        n = 0
+        for d in model.matching(req.key):
+            if usable(model, state, d, req):
+                n += 1
+                used_units |= 1 << devices[d].unit
+        if n < req.count:
+            return total
+    return sum(f for i, f in enumerate(free) if not used_units >> i & 1)
+
+
 def fragment(model: NodeModel, state: State, shape: Shape, cpu_left: int, mem_left: int) -> int:
     """``frag_n(m)``: free capacity (thousandths of units) that ``shape`` cannot use on the node."""
-    units = model.units
     lefts = state[0]
-    free = [free_amount(u, lefts[i]) for i, u in enumerate(units)]
+    free = [free_amount(u, lefts[i]) for i, u in enumerate(model.units)]
     total = sum(free)
     if not total:
         return 0
     if cpu_left < shape.cpu or mem_left < shape.mem:
         return total
-    used_units = 0
-    for req in shape.reqs:
-        n = 0
-        for d, dev in enumerate(model.devices):
-            if usable(model, state, d, req):
-                n += 1
-                used_units |= 1 << dev.unit
-        if n < req.count:
-            return total
-    return sum(f for i, f in enumerate(free) if not used_units >> i & 1)
+    return device_fragment(model, state, shape.reqs, free, total)
 
 
 def demand(model: NodeModel, shape: Shape) -> int:
@@ -181,15 +201,20 @@ class Mix:
         self.keys: frozenset[Hashable] = frozenset(r.key for s, _ in self.shapes for r in s.reqs)
         self._cpus = sorted({s.cpu for s, _ in self.shapes})
         self._mems = sorted({s.mem for s, _ in self.shapes})
-        self._memo: dict[tuple[NodeModel, Hashable, int, int], tuple[float, int]] = {}
-        self._rates: dict[NodeModel, tuple[float, float]] = {}
+        groups: dict[tuple[ReqShape, ...], list[tuple[int, int, float]]] = {}
+        for shape, p in self.shapes:
+            groups.setdefault(shape.reqs, []).append((shape.cpu, shape.mem, p))
+        # shapes by device requests: the device part is evaluated once per group, cpu/memory per shape
+        self._groups = tuple((reqs, tuple(members)) for reqs, members in groups.items())
+        self._memo: dict[tuple[object, Hashable, int, int], tuple[float, int]] = {}
+        self._rates: dict[object, tuple[float, float]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.shapes)
 
     def rates(self, model: NodeModel) -> tuple[float, float]:
         """Device thousandths per milli-cpu and per byte that the shapes able to use this node ask on average."""
-        got = self._rates.get(model)
+        got = self._rates.get(model.memo_key)
         if got is None:
             dev = cpu = mem = 0.0
             for shape, p in self.shapes:
@@ -201,7 +226,7 @@ class Mix:
             got = (dev / cpu if cpu else 0.0, dev / mem if mem else 0.0)
             if len(self._rates) > 50_000:
                 self._rates.clear()
-            self._rates[model] = got
+            self._rates[model.memo_key] = got
         return got
 
     def value(self, model: NodeModel, state: State, cpu_left: int, mem_left: int) -> float:
@@ -210,13 +235,18 @@ class Mix:
         admit, so they are keyed by rank."""
         cr = bisect_right(self._cpus, cpu_left)
         mr = bisect_right(self._mems, mem_left)
-        key = (model, state, cr, mr)
+        key = (model.memo_key, state, cr, mr)
         got = self._memo.get(key)
         if got is None:
             v = 0.0
-            for shape, p in self.shapes:
-                v += p * fragment(model, state, shape, cpu_left, mem_left)
-            total = sum(free_amount(u, state[0][i]) for i, u in enumerate(model.units))
+            lefts = state[0]
+            free = [free_amount(u, lefts[i]) for i, u in enumerate(model.units)]
+            total = sum(free)
+            if total:
+                for reqs, members in self._groups:
+                    dev = device_fragment(model, state, reqs, free, total)
+                    for cpu, mem, p in members:
+                        v += p * (total if cpu_left < cpu or mem_left < mem else dev)
             if len(self._memo) > 200_000:
                 self._memo.clear()
             got = self._memo[key] = (v, total)

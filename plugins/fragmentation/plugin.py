@@ -98,6 +98,7 @@ class DeviceFragmentation:
         self._versions = 0
         self._models: dict[str, tuple[Any, frozenset[Hashable], NodeModel]] = {}
         self._allocator: Allocator | None = None
+        self._states: dict[str, tuple[DeviceLedger, int, NodeModel, State]] = {}
         self._allocator_key: Any = None
         self._dra: Any = None
         self.stats = {"shapes": 0, "mix_versions": 0, "models": 0}
@@ -203,6 +204,16 @@ class DeviceFragmentation:
         self._models[info.name] = (gen, mix.keys, m)
         return m
 
+    def _ledger_state(self, ledger: DeviceLedger, node: str, model: NodeModel) -> State:
+        """The node's state from the ledger, cached per (ledger, node revision, model)."""
+        rev = ledger.node_revision(node)
+        got = self._states.get(node)
+        if got is not None and got[0] is ledger and got[1] == rev and got[2] is model:
+            return got[3]
+        st = ledger_state(model, ledger)
+        self._states[node] = (ledger, rev, model, st)
+        return st
+
     # --- PreEnqueue / PreFilter -----------------------------------------------------------------------------------
 
     def pre_enqueue(self, snapshot: Snapshot, pod: Pod) -> Status:
@@ -249,7 +260,7 @@ class DeviceFragmentation:
         if model is None or not model.devices:
             return base
         cpu_left, mem_left = _left(info, pod)
-        st = node_state(model, snap.ledger, ())
+        st = self._ledger_state(snap.ledger, info.name, model)
         need = _need(spec)
         first = {id(c): i for i, c in enumerate(base)}
         scored: list[tuple[float, int, int, Candidate]] = []
@@ -283,14 +294,14 @@ class DeviceFragmentation:
             return 0
         snap = state.snapshot
         cpu_free, mem_free = _left(node, None)
-        before = node_state(model, snap.ledger, ())
+        before = self._ledger_state(snap.ledger, node.name, model)
         results: list[tuple[DeviceID, Mapping[str, int] | None]] = []
         if state.read(DRA_STATE_KEY) is not None:
             allocs = node_allocation(state, node)
             if allocs is None:
                 return 0
             results = _results(allocs)
-        after = node_state(model, snap.ledger, results)
+        after = with_uses(model, before, results)
         shape = self.shape_of(snap, pod)
         f0 = mix.value(model, before, cpu_free, mem_free)
         f1 = mix.value(model, after, cpu_free - shape.cpu, mem_free - shape.mem)
@@ -365,7 +376,17 @@ def build_model(
         units.append(UnitModel(dims, cap))
         devices.append(DeviceModel(frozenset(matched[dev_id]), len(units) - 1, d.allow_multiple_allocations))
         ids.append(dev_id)
-    return NodeModel(tuple(units), tuple(devices), tuple(ids), {dev_id: i for i, dev_id in enumerate(ids)})
+    shape = (tuple(units), tuple(devices))
+    kind = _KINDS.get(shape)
+    if kind is None:
+        if len(_KINDS) > 100_000:
+            _KINDS.clear()
+        kind = _KINDS[shape] = object()
+    return NodeModel(shape[0], shape[1], tuple(ids), {dev_id: i for i, dev_id in enumerate(ids)}, kind=kind)
+
+
+# (units, devices) -> the token nodes of one kind share (NodeModel.kind): their F memo and rates are shared
+_KINDS: dict[tuple[tuple[UnitModel, ...], tuple[DeviceModel, ...]], object] = {}
 
 
 def _left(info: NodeInfo, pod: Pod | None) -> tuple[int, int]:
@@ -396,40 +417,48 @@ def node_state(
 ) -> State:
     """What is left of each unit and which devices are free, from the ledger plus ``extra`` uses (a placement
     being scored: device id and consumed capacity, None for the whole device)."""
-    ids = model.ids
-    index = model.index
-    lefts = [list(u.cap) for u in model.units]
-    free = [True] * len(model.devices)
-    extra_of: dict[int, list[Mapping[str, int] | None]] = {}
-    for used_id, consumed in extra:
-        i = index.get(used_id)
-        if i is not None:
-            extra_of.setdefault(i, []).append(consumed)
-    for i, (dev, some_id) in enumerate(zip(model.devices, ids, strict=True)):
+    return with_uses(model, ledger_state(model, ledger), extra)
+
+
+def ledger_state(model: NodeModel, ledger: DeviceLedger) -> State:
+    """The node's state as the ledger has it (allocated, assumed and in-flight claims)."""
+    uses: list[tuple[DeviceID, Mapping[str, int] | None]] = []
+    for some_id in model.ids:
         dev_id: DeviceID = some_id  # type: ignore[assignment]  # this adapter's models hold DeviceIDs
-        uses: list[Mapping[str, int] | None] = list(extra_of.get(i, ()))
         if ledger.is_allocated(dev_id):
-            uses.append(None)
+            uses.append((dev_id, None))
         shares = ledger.shared_consumption(dev_id)
         if shares:
             for c in shares.values():
-                uses.append({k: q.milli_value() for k, q in c.items()})
-        if not uses:
+                uses.append((dev_id, {k: q.milli_value() for k, q in c.items()}))
+    return with_uses(model, (tuple(u.cap for u in model.units), (True,) * len(model.devices)), uses)
+
+
+def with_uses(model: NodeModel, st: State, uses: Sequence[tuple[DeviceID, Mapping[str, int] | None]]) -> State:
+    """``st`` with more uses of the node's devices (device id, consumed capacity or None for all of it)."""
+    if not uses:
+        return st
+    lefts = [list(x) for x in st[0]]
+    free = list(st[1])
+    index = model.index
+    for used_id, consumed in uses:
+        i = index.get(used_id)
+        if i is None:
             continue
-        free[i] = False
+        dev = model.devices[i]
         unit = model.units[dev.unit]
         left = lefts[dev.unit]
         if dev.counters is not None:
-            for j, n in enumerate(dev.counters):
-                left[j] -= n
-            continue
-        for consumed in uses:
-            if consumed is None or not dev.shareable or unit.dims == ("",):
-                for j in range(len(left)):
-                    left[j] = 0
-            else:
-                for j, name in enumerate(unit.dims):
-                    left[j] -= consumed.get(name, 0)
+            if free[i]:
+                for j, n in enumerate(dev.counters):
+                    left[j] -= n
+        elif consumed is None or not dev.shareable or unit.dims == ("",):
+            for j in range(len(left)):
+                left[j] = 0
+        else:
+            for j, name in enumerate(unit.dims):
+                left[j] -= consumed.get(name, 0)
+        free[i] = False
     return tuple(tuple(x) for x in lefts), tuple(free)
 
 

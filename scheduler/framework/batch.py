@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework, WeightedScorer
     from scheduler.model import Pod
 
-MAX_BATCHES = 32  # signatures kept (least recently used dropped): each holds a few lists as long as the nodes
+MAX_BATCHES = 256  # signatures kept (least recently used dropped): each holds a few lists as long as the nodes
 
 
 @runtime_checkable

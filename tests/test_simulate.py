@@ -97,12 +97,13 @@ def test_expected_placements(result: Any) -> None:
         assert len(parts) == 2
         assert parts[0]["attributes"]["parentUUID"] == parts[1]["attributes"]["parentUUID"]
         assert {p["attributes"]["profile"]["string"] for p in parts} == {"3g.40gb", "1g.10gb"}
-    # (e) firstAvailable: the pods are tried in file order (the order `kubectl apply` creates them), so the A100
-    # node is partly used when gpu-deployment comes; the topology score prefers it, and the a100 subrequest is
-    # taken there, as in the live demo (README): the subrequest chosen is the first one that node can satisfy
-    assert node_of("gpu-deployment") == "a100-mig-01"
+    # (e) firstAvailable: the pods are tried in file order (the order `kubectl apply` creates them), so both the
+    # A100 node and the H100 node are partly used when gpu-deployment comes; DeviceFragmentation's score (the
+    # stranded capacity under the examples' request mix) prefers the H100 node, where the first subrequest (h100)
+    # is satisfied: the subrequest chosen is the first one that node can satisfy
+    assert node_of("gpu-deployment") == "dgx-h100-01"
     [claim] = _pod_claims(pods[("gpu-workload", "gpu-deployment")], claims)
-    assert [r["request"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["gpu/a100"]
+    assert [r["request"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["gpu/h100"]
     # (g) impossible request: explained, naming the request
     assert node_of("llm-405b-single-node") == ""
 

@@ -342,20 +342,23 @@ class Framework:
     ) -> dict[str, Status]:
         """Statuses reused from another pod with the same signature carry that pod's message (e.g. its
         generated claim's name). Before they are reported, re-run the filters for ``pod`` on one node per
-        distinct reused status and use that pod's own status for every node that shared it."""
+        distinct reused status (by content: code, reasons, plugin; each node holds its own Status object) and
+        use that pod's own status for every node that shared it. A hopeless pod whose 1,213 rejections reused
+        two messages thus re-runs the filters twice, not 1,213 times."""
         reused: set[str] | None = state.read(REUSED_REJECTIONS)
         if not reused:
             return statuses
-        fresh: dict[int, Status] = {}
+        fresh: dict[tuple[Code, tuple[str, ...], str], Status] = {}
         out = dict(statuses)
         for name in sorted(reused):
             old = statuses.get(name)
             node = nodes.get(name)
             if old is None or node is None:
                 continue
-            st = fresh.get(id(old))
+            key = (old.code, old.reasons, old.plugin)
+            st = fresh.get(key)
             if st is None:
-                st = fresh[id(old)] = self.run_filter(state, pod, node)
+                st = fresh[key] = self.run_filter(state, pod, node)
             if not st.is_success:
                 out[name] = st
         state.delete(REUSED_REJECTIONS)

@@ -69,3 +69,34 @@ def test_reused_rejections_are_rechecked_once_per_message(monkeypatch: pytest.Mo
     for pod in (o for o in res.items if o["kind"] == "Pod"):
         [cond] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert cond["message"].startswith("0/200 nodes are available: 200 Insufficient cpu.")
+
+
+def test_device_rejection_is_classified_once_per_node_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamicResources decides Unschedulable (eviction may help) vs UnschedulableAndUnresolvable once per node
+    state and claim signature, not at every attempt of every equal pod."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import test_fragmentation as tf
+
+    from plugins.dra import plugin as dra
+
+    calls = {"n": 0}
+    real = dra.DynamicResources._enough_devices
+
+    def counted(self: Any, *a: Any) -> Any:
+        calls["n"] += 1
+        return real(self, *a)
+
+    monkeypatch.setattr(dra.DynamicResources, "_enough_devices", counted)
+    objs: list[dict[str, Any]] = [tf.CLASS]
+    for i in range(20):
+        objs += tf._node(f"n{i:02d}", "8", 1)
+        objs += tf._pod(f"fill-{i}", 1, count=1, milli=1000)
+    for i in range(5):
+        objs += tf._pod(f"late-{i}", 10 + i, count=1, milli=1000)
+    res = asyncio.run(simulate(objs))
+    assert res.summary["scheduled"] == 20 and res.summary["unschedulable"] == 5
+    # 20 nodes, each classified for the first late pod; the 4 equal pods after it reuse the verdicts
+    assert calls["n"] <= 2 * 20, calls

@@ -325,6 +325,7 @@ class DynamicResources:
         self._device_inputs_gen = -1
         self._pools: dict[str, tuple[tuple[int, int, int], list[Pool]]] = {}
         self._results: dict[tuple[Any, ...], tuple[list[ClaimAllocation] | None, str, Any]] = {}
+        self._may_help: dict[tuple[Any, ...], tuple[bool, Any]] = {}  # _eviction_may_help, keyed as _results
         self._taint_rules = TaintRuleTracker()  # DeviceTaintRules of the snapshots (plugins.dra.taintrules)
         self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
         bt = args.get("bindingTimeout")
@@ -574,12 +575,30 @@ class DynamicResources:
             return Status.error(str(e))
         if result is None:
             msg = _render(reason, self._node_inputs(state, data, node))
-            if self._devices_in_use(state.snapshot, data, node) and self._enough_devices(state, data, node):
+            if self._eviction_may_help(state, data, node):
                 # Devices of this node are in use: evicting their users may help, so preemption looks at it
                 # (goes beyond upstream 1.37.2, whose DynamicResources always says UnschedulableAndUnresolvable).
                 return Status.unschedulable(msg)
             return Status.unresolvable(msg)
         return Status.ok()
+
+    def _eviction_may_help(self, state: CycleState, data: _CycleData, node: NodeInfo) -> bool:
+        """Devices of the node are in use and enough of them match: Unschedulable rather than Unresolvable.
+        Cached like the allocation result (node object, its ledger revision, the claims' signature): a pod no
+        node can take is classified once per node state, not at every attempt of every equal pod."""
+        snap = state.snapshot
+        if data.dry or data.ext is not None:
+            return self._devices_in_use(snap, data, node) and self._enough_devices(state, data, node)
+        key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature)
+        got = self._may_help.get(key)
+        if got is None or got[1] is not node.node:
+            if len(self._may_help) > 200_000:
+                self._may_help.clear()
+            got = self._may_help[key] = (
+                self._devices_in_use(snap, data, node) and self._enough_devices(state, data, node),
+                node.node,
+            )
+        return got[0]
 
     def _devices_in_use(self, snap: Snapshot, data: _CycleData, node: NodeInfo) -> bool:
         ledger = data.ledger or snap.ledger

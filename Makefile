@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint unit e2e demo throughput bench run clean
+.PHONY: install test lint unit e2e demo throughput bench bench-trace run clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,16 @@ bench: install
 	$(BIN)/python bench/bench_gang.py
 	$(BIN)/python bench/bench_topology.py --core
 	$(BIN)/python bench/bench_preemption.py
+	$(BIN)/python bench/trace_replay.py --skip-missing-data
+
+# The Alibaba GPU trace replayed as the FGD paper (USENIX ATC'23) does, through `dra-scheduler simulate`, beside
+# the paper's published allocation curves (bench/trace_replay.py). Data read from ../shared/data/gpu-trace-v2023/
+# or TRACE_DATA=DIR (never shipped); needs Go (builds bench/trace/gorand into ~/.cache/dra-scheduler/).
+# One run = 10,866 pods (default, seed 42): 9 min at 5d1f8b6, 5.6 min at 0cf0494 on this shared 2-core machine.
+# E.g. make bench-trace TRACE_ARGS="--workload all --seeds 42-51".
+TRACE_ARGS ?= --workload default --seeds 42
+bench-trace: install
+	$(BIN)/python bench/trace_replay.py $(if $(TRACE_DATA),--data $(TRACE_DATA)) $(TRACE_ARGS)
 
 # The main job: simulate the example workloads on the demo fleet and print the placement table.
 run: install

@@ -1,0 +1,3 @@
+module dra-scheduler/bench/trace/gorand
+
+go 1.22

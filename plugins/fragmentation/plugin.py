@@ -23,7 +23,8 @@ kube-scheduler's.
 Args::
 
     window: 2000      # pods whose shapes make the mix (the most recent ones)
-    scale: 1000       # thousandths of a device that count as a full score difference at least
+    scale: 100        # thousandths of a device that count as a full score difference at least (a tenth of a
+                      # device: a floor of 1000 let LeastAllocated spread pods onto the 128-core GPU nodes)
     strand: 50        # percent: weight of free devices the node's cpu/memory left could not serve (core.Mix)
     multiDevice: 10   # percent of the score kept for a pod asking several devices in one request, on nodes
                       # GpuTopology models: there NVLink/NUMA quality decides and fragmentation breaks ties
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 NAME = "DeviceFragmentation"
 SHAPE_KEY = "DeviceFragmentation/shape"
 DEFAULT_WINDOW = 2000
-DEFAULT_SCALE = 1000
+DEFAULT_SCALE = 100
 DEFAULT_STRAND = 50
 DEFAULT_MULTI_DEVICE = 10
 TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)

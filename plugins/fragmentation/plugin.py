@@ -22,7 +22,8 @@ kube-scheduler's.
 
 Args::
 
-    window: 2000      # pods whose shapes make the mix (the most recent ones)
+    window: 20000     # pods whose shapes make the mix (the most recent ones); 2000 forgot the rare large shapes
+                      # (an 8-GPU task asking 120 cores) of a queue of 10,000 pods
     scale: 100        # thousandths of a device that count as a full score difference at least (a tenth of a
                       # device: a floor of 1000 let LeastAllocated spread pods onto the 128-core GPU nodes)
     strand: 50        # percent: weight of free devices the node's cpu/memory left could not serve (core.Mix)
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 NAME = "DeviceFragmentation"
 SHAPE_KEY = "DeviceFragmentation/shape"
-DEFAULT_WINDOW = 2000
+DEFAULT_WINDOW = 20_000
 DEFAULT_SCALE = 100
 DEFAULT_STRAND = 50
 DEFAULT_MULTI_DEVICE = 10

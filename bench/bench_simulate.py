@@ -45,6 +45,7 @@ sys.path.insert(0, ".")
 import yaml
 
 from bench.fleet import scale_fleet
+from bench.procstat import peak_rss_mib
 from scheduler.logging import configure_logging
 from scheduler.scheduler import Scheduler
 from scheduler.simulate import load_objects, simulate, to_json
@@ -117,18 +118,6 @@ class Command:
     code: int
 
 
-def _peak_rss_mib(pid: int) -> float | None:
-    """The process's peak RSS since its exec (``VmHWM``; the child's ``ru_maxrss`` would also count the pages of
-    this big process it was forked from)."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
 
 def run_command(path: str, env: dict[str, str] | None = None) -> Command:
     """The real CLI in a subprocess, output to /dev/null; wall time, CPU time and peak RSS of that process."""
@@ -141,7 +130,7 @@ def run_command(path: str, env: dict[str, str] | None = None) -> Command:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            peak = _peak_rss_mib(proc.pid) or peak
+            peak = peak_rss_mib(proc.pid) or peak
             time.sleep(0.05)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)

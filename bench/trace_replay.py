@@ -81,6 +81,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as `python bench/trace_replay.py`
+
+from bench.procstat import peak_rss_mib  # noqa: E402
+
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "gpu-trace-v2023"
 DATA_ENV = "DRA_TRACE_DATA"
 GORAND_SRC = ROOT / "bench" / "trace" / "gorand"
@@ -418,16 +423,6 @@ def simulate_argv(path: Path, config: str | None, source: str | None = None) -> 
     return argv
 
 
-def _peak_rss_mib(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
 
 def run_simulate(argv: Sequence[str], out_path: Path, err_path: Path, cwd: Path = ROOT) -> Command:
     start = time.perf_counter()
@@ -438,7 +433,7 @@ def run_simulate(argv: Sequence[str], out_path: Path, err_path: Path, cwd: Path 
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            peak = _peak_rss_mib(proc.pid) or peak
+            peak = peak_rss_mib(proc.pid) or peak
             time.sleep(0.2)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import time
+from typing import Any
 
 from bench.fleet import RACK_LABEL
 from e2e.fleet import (
@@ -77,6 +78,23 @@ def _job(ns: str, name: str, parallelism: int, fleet: str) -> JSON:
         },
     }
 
+
+
+def _fabric_members(
+    pods: list[dict[str, Any]], claims: list[dict[str, Any]], shared: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Check that every member names the shared ``fabric`` claim; return the members without it and the claims
+    generated per pod (for check_state's invariants on the GPU claims)."""
+    for p in pods:
+        names = {s["name"]: s.get("resourceClaimName") for s in p["status"]["resourceClaimStatuses"]}
+        assert names["fabric"] == shared["metadata"]["name"]
+    gpu_only = []
+    for p in pods:
+        q = copy.deepcopy(p)
+        q["spec"]["resourceClaims"] = [c for c in q["spec"]["resourceClaims"] if c["name"] != "fabric"]
+        gpu_only.append(q)
+    per_pod = [c for c in claims if (c["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "Pod"]
+    return gpu_only, per_pod
 
 def test_job_with_scheduling_is_placed_as_a_gang(kube: Kube, scheduler: SchedulerProcess) -> None:
     ns = fresh_namespace(kube, "wl-job")
@@ -231,16 +249,8 @@ def test_podgroup_rack_constraint_and_shared_claim(kube: Kube, scheduler: Schedu
     assert st["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train",
                                   "uid": pg["metadata"]["uid"]}]
     assert allocated_devices(shared) == [(FABRIC_DRIVER, f"{fleet}-rack-1", "partition-0")]
-    for p in pods:  # every member names the one claim
-        names = {s["name"]: s.get("resourceClaimName") for s in p["status"]["resourceClaimStatuses"]}
-        assert names["fabric"] == shared["metadata"]["name"]
-    # the per-pod GPU claims keep the usual invariants
-    gpu_only = []
-    for p in pods:
-        q = copy.deepcopy(p)
-        q["spec"]["resourceClaims"] = [c for c in q["spec"]["resourceClaims"] if c["name"] != "fabric"]
-        gpu_only.append(q)
-    per_pod = [c for c in claims if (c["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "Pod"]
+    # every member names the one claim; the per-pod GPU claims keep the usual invariants
+    gpu_only, per_pod = _fabric_members(pods, claims, shared)
     assert check_state(gpu_only, per_pod) == []
 
     def initially_scheduled() -> JSON | None:
@@ -302,15 +312,7 @@ def test_podgroup_claim_shared_by_four_members_needs_its_devices_once(kube: Kube
                                   "uid": pg["metadata"]["uid"]}]
     devices = allocated_devices(shared)
     assert len(devices) == 1 and devices[0][0] == FABRIC_DRIVER, devices  # one device for the whole group
-    for p in pods:  # every member names the one claim
-        names = {s["name"]: s.get("resourceClaimName") for s in p["status"]["resourceClaimStatuses"]}
-        assert names["fabric"] == shared["metadata"]["name"]
-    gpu_only = []
-    for p in pods:
-        q = copy.deepcopy(p)
-        q["spec"]["resourceClaims"] = [c for c in q["spec"]["resourceClaims"] if c["name"] != "fabric"]
-        gpu_only.append(q)
-    per_pod = [c for c in claims if (c["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "Pod"]
+    gpu_only, per_pod = _fabric_members(pods, claims, shared)
     assert len(per_pod) == 4 and check_state(gpu_only, per_pod) == []
 
 

@@ -412,16 +412,6 @@ def _results(allocs: Sequence[ClaimAllocation]) -> list[tuple[DeviceID, Mapping[
     return out
 
 
-def node_state(
-    model: NodeModel,
-    ledger: DeviceLedger,
-    extra: Sequence[tuple[DeviceID, Mapping[str, int] | None]],
-) -> State:
-    """What is left of each unit and which devices are free, from the ledger plus ``extra`` uses (a placement
-    being scored: device id and consumed capacity, None for the whole device)."""
-    return with_uses(model, ledger_state(model, ledger), extra)
-
-
 def ledger_state(model: NodeModel, ledger: DeviceLedger) -> State:
     """The node's state as the ledger has it (allocated, assumed and in-flight claims)."""
     uses: list[tuple[DeviceID, Mapping[str, int] | None]] = []
@@ -500,4 +490,4 @@ SPEC = PluginSpec(
     validate_args=validate_args,
 )
 
-__all__ = ["NAME", "SPEC", "DeviceFragmentation", "build_model", "node_state", "validate_args"]
+__all__ = ["NAME", "SPEC", "DeviceFragmentation", "build_model", "ledger_state", "validate_args", "with_uses"]

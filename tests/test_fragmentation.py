@@ -305,3 +305,15 @@ def test_nodes_of_one_kind_share_the_memo() -> None:
     assert len(mix._memo) == 1
     mix.value(_gpus(2), _state(530, 1000), 10, 10)  # no kind: its own entry
     assert len(mix._memo) == 2
+
+
+def test_a_small_queue_is_learned_whole_before_the_first_placement() -> None:
+    """Six pods in one file: the last one (a whole T4) is in the mix when the shares are placed, so the two shares
+    stack on one T4 GPU and the T4-only pod gets the other (before the mix missed it and the shares spread)."""
+    objs = [CLASS, *_node("g3", "128", 8), *_node("t4", "104", 2, model="T4")]
+    objs += _pod("cpu", 1, cpu="12500m") + _pod("share-a", 2, count=1, milli=470)
+    objs += _pod("share-b", 3, count=1, milli=470) + _pod("big", 4, cpu="120200m", count=8, milli=1000)
+    objs += _pod("too-many", 5, count=4, milli=1000) + _pod("t4-only", 6, count=1, milli=1000, models=("T4",))
+    placed = _placed(objs)
+    assert placed["big"] == "g3" and placed["t4-only"] == "t4"
+    assert placed["too-many"] == ""

@@ -61,6 +61,7 @@ DEFAULT_WINDOW = 20_000
 DEFAULT_SCALE = 100
 DEFAULT_STRAND = 50
 DEFAULT_MULTI_DEVICE = 10
+YOUNG = 256  # a mix of fewer pods than this is rebuilt whenever it has seen a new pod
 TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)
 
 
@@ -149,7 +150,7 @@ class DeviceFragmentation:
         new_shape = shape.reqs and not any(s == shape for s, _ in self.mix.shapes)
         # Rebuild at 1, 2, 4, ... observations while the mix is young, then every window/4 pods or on a shape
         # the mix lacks: each rebuild drops the memo and the batches of equal pods, so not on every pod.
-        young = len(self._seen) < 256 and self._since_rebuild >= max(1, len(self._seen) // 2)
+        young = len(self._seen) < YOUNG and self._since_rebuild >= max(1, len(self._seen) // 2)
         if young or self._since_rebuild >= max(64, self.window // 4) or (new_shape and self._since_rebuild >= 16):
             self._rebuild()
 
@@ -231,6 +232,9 @@ class DeviceFragmentation:
         except ClaimResolutionError:
             return None, Status.ok()  # DynamicResources reports it
         self.observe(pod.meta.uid, shape)
+        if self._since_rebuild and len(self._seen) < YOUNG:
+            # a young mix takes in every pod seen before this cycle (observe() rebuilds at 1, 2, 4, ... only)
+            self._rebuild()
         if shape.reqs and self.mix:
             prev = state.read(DEVICE_ORDER_KEY)
 

@@ -112,7 +112,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[PluginRef, ...]] = {
         PluginRef("GpuTopology", 3),
         PluginRef("DeviceFragmentation", FRAGMENTATION_WEIGHT),
     ),
-    "reserve": (PluginRef("VolumeBinding"), PluginRef("DynamicResources")),
+    "reserve": (PluginRef("VolumeBinding"), PluginRef("DynamicResources"), PluginRef("DeviceFragmentation")),
     "permit": (),
     "preBind": (PluginRef("VolumeBinding"), PluginRef("DynamicResources"), PluginRef("GpuTopology")),
     "bind": (PluginRef("DefaultBinder"),),
@@ -152,6 +152,7 @@ def _fragmentation_arg_docs() -> list[ArgDoc]:
         ArgDoc("scale", frag.DEFAULT_SCALE),
         ArgDoc("strand", frag.DEFAULT_STRAND),
         ArgDoc("multiDevice", frag.DEFAULT_MULTI_DEVICE),
+        ArgDoc("scarcity", frag.DEFAULT_SCARCITY),
     ]
 
 

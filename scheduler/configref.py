@@ -105,6 +105,8 @@ _NOTES: Mapping[str, Mapping[str, str]] = {
         "strand": "percent weight of the free devices a node's cpu/memory left could not serve at the mix's ratio",
         "multiDevice": "percent of the score kept for a pod asking several devices in one request on a node "
         "GpuTopology models (there interconnect quality decides)",
+        "scarcity": "percent weight of taking device capacity that pending pods of another request key need "
+        "(their demand at or above the free capacity they match); 0: off",
     },
 }
 

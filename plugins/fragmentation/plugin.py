@@ -30,6 +30,12 @@ Args::
     multiDevice: 10   # percent of the score kept for a pod asking several devices in one request, on nodes
                       # GpuTopology models: there NVLink/NUMA quality decides and fragmentation breaks ties
                       # (100: fragmentation as for any pod; nodes without a topology model always get 100)
+    scarcity: 100     # percent: weight of the scarcity term (core.Scarcity): a device unit that pending pods of
+                      # another request key need (their demand at or above the free capacity they can use) costs
+                      # up to one whole unit of stranding when a pod that could go elsewhere takes it; 0: off
+
+Reserve / Unreserve  keep the pending part of the window (pods seen and not placed), whose demand per request key
+            the scarcity term weighs against the free capacity of the devices that key matches.
 
 No node token: the score reads the device ledger only through DynamicResources' allocation and the ledger's
 per-node revision, which DynamicResources' node token already guards for every pod (see GpuTopology).
@@ -46,7 +52,20 @@ from plugins.dra.allocator import Allocator, Candidate, ClaimAllocation, ClaimIn
 from plugins.dra.plugin import DEVICE_ORDER_KEY, ClaimResolutionError, node_allocation, pod_claims
 from plugins.dra.plugin import NAME as DRA_NAME
 from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
-from plugins.fragmentation.core import DeviceModel, Mix, NodeModel, ReqShape, Shape, State, UnitModel, free_amount
+from plugins.fragmentation.core import (
+    DeviceModel,
+    Mix,
+    NodeModel,
+    ReqShape,
+    Scarcity,
+    Shape,
+    State,
+    UnitModel,
+    free_amount,
+    request_amount,
+    supply,
+    unit_keys,
+)
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.ledger import DeviceID, DeviceLedger
@@ -61,6 +80,8 @@ DEFAULT_WINDOW = 20_000
 DEFAULT_SCALE = 100
 DEFAULT_STRAND = 50
 DEFAULT_MULTI_DEVICE = 10
+DEFAULT_SCARCITY = 100
+SCARCITY_REFRESH = 32  # placements between two refreshes of the scarcity table (and on every new mix)
 YOUNG = 256  # a mix of fewer pods than this is rebuilt whenever it has seen a new pod
 TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)
 
@@ -68,7 +89,7 @@ TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself th
 def validate_args(args: Mapping[str, Any], path: str) -> list[str]:
     errs: list[str] = []
     for k, v in args.items():
-        if k not in ("window", "scale", "strand", "multiDevice"):
+        if k not in ("window", "scale", "strand", "multiDevice", "scarcity"):
             errs.append(f"{path}.{k}: unknown field")
         elif not isinstance(v, int) or isinstance(v, bool) or v < (1 if k in ("window", "scale") else 0):
             errs.append(f"{path}.{k}: must be a {'positive' if k in ('window', 'scale') else 'non-negative'} integer")
@@ -93,8 +114,16 @@ class DeviceFragmentation:
         self.scale = int(args.get("scale", DEFAULT_SCALE))
         self.strand = int(args.get("strand", DEFAULT_STRAND)) / 100
         self.multi_device = int(args.get("multiDevice", DEFAULT_MULTI_DEVICE))
+        self.scarcity = int(args.get("scarcity", DEFAULT_SCARCITY)) / 100
         self._seen: OrderedDict[str, Shape] = OrderedDict()  # pod uid -> shape, the window
         self._counts: dict[Shape, int] = {}
+        # the pending part of the window: seen, not reserved (a pod deleted while pending leaves with the window)
+        self._pending: dict[str, Shape] = {}
+        self._pending_counts: dict[Shape, int] = {}
+        self.scarce = Scarcity({}, {}, 0, 0)
+        self._scarce_at: tuple[int, int] | None = None  # (mix version, placements) at the last refresh
+        self._placements = 0
+        self._supply: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}  # node -> its free per key
         self._specs: dict[Hashable, tuple[ClaimInput, RequestSpec]] = {}  # request key -> a spec to match with
         self.mix = Mix(())
         self._since_rebuild = 0
@@ -139,8 +168,10 @@ class DeviceFragmentation:
             return
         self._seen[uid] = shape
         self._counts[shape] = self._counts.get(shape, 0) + 1
+        self._add_pending(uid, shape)
         if len(self._seen) > self.window:
-            _, old = self._seen.popitem(last=False)
+            old_uid, old = self._seen.popitem(last=False)
+            self._drop_pending(old_uid)
             n = self._counts[old] - 1
             if n:
                 self._counts[old] = n
@@ -153,6 +184,20 @@ class DeviceFragmentation:
         young = len(self._seen) < YOUNG and self._since_rebuild >= max(1, len(self._seen) // 2)
         if young or self._since_rebuild >= max(64, self.window // 4) or (new_shape and self._since_rebuild >= 16):
             self._rebuild()
+
+    def _add_pending(self, uid: str, shape: Shape) -> None:
+        if uid not in self._pending and shape.reqs:
+            self._pending[uid] = shape
+            self._pending_counts[shape] = self._pending_counts.get(shape, 0) + 1
+
+    def _drop_pending(self, uid: str) -> None:
+        shape = self._pending.pop(uid, None)
+        if shape is not None:
+            n = self._pending_counts[shape] - 1
+            if n:
+                self._pending_counts[shape] = n
+            else:
+                del self._pending_counts[shape]
 
     def _rebuild(self) -> None:
         self._since_rebuild = 0
@@ -235,6 +280,8 @@ class DeviceFragmentation:
         if self._since_rebuild and len(self._seen) < YOUNG:
             # a young mix takes in every pod seen before this cycle (observe() rebuilds at 1, 2, 4, ... only)
             self._rebuild()
+        if self.mix:
+            self.refresh_scarcity(state)
         if shape.reqs and self.mix:
             prev = state.read(DEVICE_ORDER_KEY)
 
@@ -268,6 +315,8 @@ class DeviceFragmentation:
         cpu_left, mem_left = _left(info, pod)
         st = self._ledger_state(snap.ledger, info.name, model)
         need = _need(spec)
+        scarce = self.scarce
+        own = frozenset(r.key for r in self.shape_of(snap, pod).reqs) if scarce else frozenset()
         first = {id(c): i for i, c in enumerate(base)}
         scored: list[tuple[float, int, int, Candidate]] = []
         for i, c in enumerate(cands):
@@ -279,6 +328,8 @@ class DeviceFragmentation:
                 continue
             u = model.devices[d].unit
             f = self.mix.value(model, after, cpu_left, mem_left)
+            if scarce:
+                f += self.scarcity * scarce.cost(model, st, after, own)
             # ties: the unit with the least left (best fit: shares stack), then GpuTopology's preference
             scored.append((round(f, 6), free_amount(model.units[u], st[0][u]), first.get(id(c), len(base) + i), c))
         if not scored:
@@ -286,10 +337,81 @@ class DeviceFragmentation:
         scored.sort(key=lambda t: t[:3])
         return [t[3] for t in scored]
 
+    # --- Reserve: the pending demand ----------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
+        if pod.meta.uid in self._pending:
+            self._drop_pending(pod.meta.uid)
+            self._placements += 1
+        return Status.ok()
+
+    def unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
+        shape = self._seen.get(pod.meta.uid)
+        if shape is not None and pod.meta.uid not in self._pending:
+            self._add_pending(pod.meta.uid, shape)
+            self._placements += 1
+
+    def refresh_scarcity(self, state: CycleState) -> None:
+        """Recompute the scarcity table: pending demand and free supply per request key (core.Scarcity). Only
+        when the mix has several keys (with one, every unit is alike to it)."""
+        mix = self.mix
+        at = (mix.version, self._placements)
+        last = self._scarce_at
+        if last is not None and at[0] == last[0] and at[1] - last[1] < SCARCITY_REFRESH:
+            return
+        self._scarce_at = at
+        if not self.scarcity or len(mix.keys) < 2:
+            if self.scarce:
+                self.scarce = Scarcity({}, {}, 0, self.scarce.version + 1)
+            self._supply.clear()
+            return
+        snap = state.snapshot
+        ledger = snap.ledger
+        free: dict[Hashable, int] = {}
+        total = 0
+        rep: dict[Hashable, UnitModel] = {}  # key -> a unit it matches (what a request of it takes of one)
+        most: dict[Hashable, int] = {}  # key -> the most devices it matches on one node
+        seen: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}
+        for info in snap.nodes:
+            model = self.model(state, info)
+            if model is None or not model.units:
+                continue
+            rev = ledger.node_revision(info.name)
+            got = self._supply.get(info.name)
+            if got is None or got[0] is not model or got[1] != rev:
+                st = self._ledger_state(ledger, info.name, model)
+                node_total = sum(free_amount(u, st[0][i]) for i, u in enumerate(model.units))
+                got = (model, rev, supply(model, st), node_total)
+            seen[info.name] = got
+            for k, v in got[2].items():
+                free[k] = free.get(k, 0) + v
+            total += got[3]
+            for i, keys in enumerate(unit_keys(model)):
+                for k in keys:
+                    if k not in rep:
+                        rep[k] = model.units[i]
+            for k in mix.keys:
+                n = len(model.matching(k))
+                if n > most.get(k, 0):
+                    most[k] = n
+        self._supply = seen  # nodes gone from the snapshot leave the cache
+        demand: dict[Hashable, int] = {}
+        for shape, n in self._pending_counts.items():
+            if any(req.count > most.get(req.key, 0) for req in shape.reqs):
+                continue  # no node has that many matching devices: a demand no placement can serve
+            for req in shape.reqs:
+                unit = rep.get(req.key)
+                if unit is not None:
+                    demand[req.key] = demand.get(req.key, 0) + n * req.count * request_amount(req, unit)
+        new = Scarcity(demand, free, total, self.scarce.version)
+        if new != self.scarce:
+            new.version = self.scarce.version + 1
+            self.scarce = new
+
     # --- Score --------------------------------------------------------------------------------------------------
 
     def sign(self, state: CycleState, pod: Pod) -> Hashable | None:
-        return (self.mix.version, self.shape_of(state.snapshot, pod))
+        return (self.mix.version, self.scarce.version, self.shape_of(state.snapshot, pod))
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         mix = self.mix
@@ -317,6 +439,8 @@ class DeviceFragmentation:
             if topo is not None and topo.view(snap, node.name) is not None:
                 # interconnect quality decides for multi-GPU claims where GpuTopology models the node
                 delta = delta * self.multi_device / 100
+        if self.scarce:
+            delta -= self.scarcity * self.scarce.cost(model, before, after, frozenset(r.key for r in shape.reqs))
         return round(delta)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
@@ -490,7 +614,7 @@ def _take(model: NodeModel, st: State, d: int, need: tuple[tuple[str, int], ...]
 SPEC = PluginSpec(
     name=NAME,
     factory=DeviceFragmentation,
-    points=frozenset({"preEnqueue", "preFilter", "score"}),
+    points=frozenset({"preEnqueue", "preFilter", "score", "reserve"}),
     validate_args=validate_args,
 )
 

@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from scheduler.cache import Cache, NodeInfo, Snapshot
 from scheduler.config import PluginRef, Profile, SchedulerConfig
-from scheduler.framework.helpers import default_normalize_score, max_normalization, max_normalized
+from scheduler.framework.helpers import (
+    default_normalize_score,
+    max_normalization,
+    max_normalized,
+    min_max_normalization,
+    min_max_normalize_score,
+)
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
 from scheduler.framework.registry import PluginSpec, default_registry
 from scheduler.memapi import InMemoryAPI
@@ -363,4 +369,33 @@ def test_every_plugin_marked_max_normalized_is_default_normalize_score() -> None
             want = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
             assert inst.normalize_score(state, _pod(0), got).is_success
             default_normalize_score(MAX_NODE_SCORE, rev, want)
+            assert got == want, (name, row)
+
+
+def test_every_plugin_marked_min_max_normalized_normalises_so() -> None:
+    """The batch's C-speed path for min-max plugins (DeviceFragmentation) must give what their NormalizeScore gives,
+    negative raw scores included (a placement can raise fragmentation)."""
+    registry = default_registry()
+    marked = {}
+    for name, spec in registry.items():
+        try:
+            inst = spec.factory(dict(spec.default_args))
+        except Exception:
+            continue
+        floor = min_max_normalization(inst)
+        if floor is not None:
+            marked[name] = (inst, floor)
+    assert set(marked) >= {"DeviceFragmentation"}
+    assert marked["DeviceFragmentation"][1] == 100  # its ``scale`` arg
+    rng = random.Random(7)
+    rows = [[], [0, 0, 0], [-5]]
+    rows += [[rng.randrange(-3000, 3000) for _ in range(rng.randrange(1, 20))] for _ in range(50)]
+    rows += [[rng.randrange(-30, 30) for _ in range(10)] for _ in range(10)]  # spans below the floor
+    state = CycleState(Snapshot())
+    for name, (inst, floor) in marked.items():
+        for row in rows:
+            got = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
+            want = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
+            assert inst.normalize_score(state, _pod(0), got).is_success
+            min_max_normalize_score(MAX_NODE_SCORE, floor, want)
             assert got == want, (name, row)

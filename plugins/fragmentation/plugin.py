@@ -66,6 +66,7 @@ from plugins.fragmentation.core import (
     supply,
     unit_keys,
 )
+from scheduler.framework.helpers import min_max_normalize_score, min_max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.ledger import DeviceID, DeviceLedger
@@ -443,14 +444,9 @@ class DeviceFragmentation:
             delta -= self.scarcity * self.scarce.cost(model, before, after, frozenset(r.key for r in shape.reqs))
         return round(delta)
 
+    @min_max_normalized("scale")
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
-        if not scores:
-            return Status.ok()
-        lo = min(s.score for s in scores)
-        hi = max(s.score for s in scores)
-        span = max(hi - lo, self.scale)
-        for s in scores:
-            s.score = (s.score - lo) * MAX_NODE_SCORE // span
+        min_max_normalize_score(MAX_NODE_SCORE, self.scale, scores)
         return Status.ok()
 
 

@@ -40,7 +40,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from scheduler.framework.helpers import max_normalization
+from scheduler.framework.helpers import max_normalization, min_max_normalization
 from scheduler.framework.interface import MAX_NODE_SCORE, Code, CycleState, ScoreNormalizer, Status
 
 if TYPE_CHECKING:
@@ -67,7 +67,20 @@ _OK = Status.ok()
 class _Scores:
     """Raw scores of one set of active score plugins, per node position, and which positions are stale."""
 
-    __slots__ = ("active", "fast", "max_idx", "names", "raw", "reverse", "stale", "static", "static_idx", "weights")
+    __slots__ = (
+        "active",
+        "fast",
+        "floors",
+        "max_idx",
+        "minmax_idx",
+        "names",
+        "raw",
+        "reverse",
+        "stale",
+        "static",
+        "static_idx",
+        "weights",
+    )
 
     def __init__(self, active: Sequence[WeightedScorer], n: int) -> None:
         self.active = list(active)
@@ -79,10 +92,17 @@ class _Scores:
         self.static_idx: list[int] = []
         self.max_idx: list[int] = []
         self.reverse: list[bool] = []
+        self.minmax_idx: list[int] = []  # plugins normalised min-max with a span floor (helpers.min_max_normalized)
+        self.floors: list[int] = []
         self.fast = True  # False: some plugin normalises otherwise, or a raw score is out of range
         for i, ws in enumerate(active):
             if not isinstance(ws.plugin, ScoreNormalizer):
                 self.static_idx.append(i)
+                continue
+            floor = min_max_normalization(ws.plugin)
+            if floor is not None:
+                self.minmax_idx.append(i)
+                self.floors.append(floor)
                 continue
             rev = max_normalization(ws.plugin)
             if rev is None:
@@ -358,6 +378,14 @@ class BatchRunner:
             table = {
                 v: w * (MAX_NODE_SCORE - MAX_NODE_SCORE * v // m if rev else MAX_NODE_SCORE * v // m) for v in set(row)
             }
+            totals = list(map(add, totals, map(table.__getitem__, row)))
+        for j, i in enumerate(sc.minmax_idx):
+            row = get(sc.raw[i])
+            lo, hi = min(row), max(row)
+            if hi == lo:
+                continue  # every node of the window gets 0
+            w, span = sc.weights[i], max(hi - lo, sc.floors[j], 1)
+            table = {v: w * ((v - lo) * MAX_NODE_SCORE // span) for v in set(row)}
             totals = list(map(add, totals, map(table.__getitem__, row)))
         if state.record_plugin_metrics:
             for ws in active:

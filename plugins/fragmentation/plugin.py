@@ -83,6 +83,7 @@ DEFAULT_STRAND = 50
 DEFAULT_MULTI_DEVICE = 10
 DEFAULT_SCARCITY = 100
 SCARCITY_REFRESH = 32  # placements between two refreshes of the scarcity table (and on every new mix)
+_UNSET: Any = object()
 YOUNG = 256  # a mix of fewer pods than this is rebuilt whenever it has seen a new pod
 TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)
 
@@ -125,6 +126,8 @@ class DeviceFragmentation:
         self._scarce_at: tuple[int, int] | None = None  # (mix version, placements) at the last refresh
         self._placements = 0
         self._supply: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}  # node -> its free per key
+        # (kind, state, need, cpu/memory left, versions, own keys) -> device -> order_devices' sort key (or None)
+        self._order_memo: dict[Hashable, dict[int, tuple[float, int] | None]] = {}
         self._specs: dict[Hashable, tuple[ClaimInput, RequestSpec]] = {}  # request key -> a spec to match with
         self.mix = Mix(())
         self._since_rebuild = 0
@@ -319,24 +322,50 @@ class DeviceFragmentation:
         scarce = self.scarce
         own = frozenset(r.key for r in self.shape_of(snap, pod).reqs) if scarce else frozenset()
         first = {id(c): i for i, c in enumerate(base)}
+        # what taking one device leaves, per device: the same for every node of this kind in this state
+        mkey = (model.memo_key, st, need, cpu_left, mem_left, self.mix.version, scarce.version, own)
+        per_dev = self._order_memo.get(mkey)
+        if per_dev is None:
+            if len(self._order_memo) > 20_000:
+                self._order_memo.clear()
+            per_dev = self._order_memo[mkey] = {}
         scored: list[tuple[float, int, int, Candidate]] = []
         for i, c in enumerate(cands):
             d = model.index.get(c.id)
             if d is None:
                 return base
-            after = _take(model, st, d, need)
-            if after is None:
+            got = per_dev.get(d, _UNSET)
+            if got is _UNSET:
+                got = per_dev[d] = self._after_one(model, st, d, need, cpu_left, mem_left, own)
+            if got is None:
                 continue
-            u = model.devices[d].unit
-            f = self.mix.value(model, after, cpu_left, mem_left)
-            if scarce:
-                f += self.scarcity * scarce.cost(model, st, after, own)
             # ties: the unit with the least left (best fit: shares stack), then GpuTopology's preference
-            scored.append((round(f, 6), free_amount(model.units[u], st[0][u]), first.get(id(c), len(base) + i), c))
+            scored.append((got[0], got[1], first.get(id(c), len(base) + i), c))
         if not scored:
             return base
         scored.sort(key=lambda t: t[:3])
         return [t[3] for t in scored]
+
+    def _after_one(
+        self,
+        model: NodeModel,
+        st: State,
+        d: int,
+        need: tuple[tuple[str, int], ...],
+        cpu_left: int,
+        mem_left: int,
+        own: frozenset[Hashable],
+    ) -> tuple[float, int] | None:
+        """Taking one device ``d`` (``need`` of it): the fragmentation (and scarcity cost) left, and the free amount
+        of its unit before; None when it cannot take that."""
+        after = _take(model, st, d, need)
+        if after is None:
+            return None
+        u = model.devices[d].unit
+        f = self.mix.value(model, after, cpu_left, mem_left)
+        if self.scarce:
+            f += self.scarcity * self.scarce.cost(model, st, after, own)
+        return round(f, 6), free_amount(model.units[u], st[0][u])
 
     # --- Reserve: the pending demand ----------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ paper); which is what keeps CPU-heavy pods off the nodes whose GPUs need that CP
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -203,7 +203,9 @@ class Mix:
         self._mems = sorted({s.mem for s, _ in self.shapes})
         groups: dict[tuple[ReqShape, ...], list[tuple[int, int, float]]] = {}
         for shape, p in self.shapes:
-            groups.setdefault(shape.reqs, []).append((shape.cpu, shape.mem, p))
+            # a shape's cpu (memory) fits what is left iff its index among the sorted requests is below the rank
+            ci, mi = bisect_left(self._cpus, shape.cpu), bisect_left(self._mems, shape.mem)
+            groups.setdefault(shape.reqs, []).append((ci, mi, p))
         # shapes by device requests: the device part is evaluated once per group, cpu/memory per shape
         self._groups = tuple((reqs, tuple(members)) for reqs, members in groups.items())
         self._memo: dict[tuple[object, Hashable, int, int], tuple[float, int]] = {}
@@ -233,8 +235,16 @@ class Mix:
         """``F_n(M)`` of a node in ``state`` with ``cpu_left`` / ``mem_left`` unrequested, plus the stranding
         term. Memoised per state: cpu and memory only matter to the paper's measure through which shapes they
         admit, so they are keyed by rank."""
-        cr = bisect_right(self._cpus, cpu_left)
-        mr = bisect_right(self._mems, mem_left)
+        v, total = self.expected(model, state, self.ranks(cpu_left, mem_left))
+        return self.with_strand(model, v, total, cpu_left, mem_left)
+
+    def ranks(self, cpu_left: int, mem_left: int) -> tuple[int, int]:
+        """Which shapes' cpu and memory requests fit in what is left (all the paper's measure needs of them)."""
+        return bisect_right(self._cpus, cpu_left), bisect_right(self._mems, mem_left)
+
+    def expected(self, model: NodeModel, state: State, ranks: tuple[int, int]) -> tuple[float, int]:
+        """``F_n(M)`` (the paper's measure, memoised per state and cpu/memory ranks) and the free device total."""
+        cr, mr = ranks
         key = (model.memo_key, state, cr, mr)
         got = self._memo.get(key)
         if got is None:
@@ -245,12 +255,15 @@ class Mix:
             if total:
                 for reqs, members in self._groups:
                     dev = device_fragment(model, state, reqs, free, total)
-                    for cpu, mem, p in members:
-                        v += p * (total if cpu_left < cpu or mem_left < mem else dev)
+                    for ci, mi, p in members:
+                        v += p * (total if cr <= ci or mr <= mi else dev)
             if len(self._memo) > 200_000:
                 self._memo.clear()
             got = self._memo[key] = (v, total)
-        v, total = got
+        return got
+
+    def with_strand(self, model: NodeModel, v: float, total: int, cpu_left: int, mem_left: int) -> float:
+        """``v`` plus the stranding term for a node with ``total`` free and ``cpu_left`` / ``mem_left``."""
         if self.strand and total:
             rc, rm = self.rates(model)
             short = max(total - cpu_left * rc if rc else 0.0, total - mem_left * rm if rm else 0.0)

@@ -127,7 +127,7 @@ class DeviceFragmentation:
         self._placements = 0
         self._supply: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}  # node -> its free per key
         # (kind, state, need, cpu/memory left, versions, own keys) -> device -> order_devices' sort key (or None)
-        self._order_memo: dict[Hashable, dict[int, tuple[float, int] | None]] = {}
+        self._order_memo: dict[Hashable, dict[int, tuple[float, int, float, int] | None]] = {}
         self._specs: dict[Hashable, tuple[ClaimInput, RequestSpec]] = {}  # request key -> a spec to match with
         self.mix = Mix(())
         self._since_rebuild = 0
@@ -323,7 +323,8 @@ class DeviceFragmentation:
         own = frozenset(r.key for r in self.shape_of(snap, pod).reqs) if scarce else frozenset()
         first = {id(c): i for i, c in enumerate(base)}
         # what taking one device leaves, per device: the same for every node of this kind in this state
-        mkey = (model.memo_key, st, need, cpu_left, mem_left, self.mix.version, scarce.version, own)
+        ranks = self.mix.ranks(cpu_left, mem_left)
+        mkey = (model.memo_key, st, need, ranks, self.mix.version, scarce.version, own)
         per_dev = self._order_memo.get(mkey)
         if per_dev is None:
             if len(self._order_memo) > 20_000:
@@ -336,11 +337,14 @@ class DeviceFragmentation:
                 return base
             got = per_dev.get(d, _UNSET)
             if got is _UNSET:
-                got = per_dev[d] = self._after_one(model, st, d, need, cpu_left, mem_left, own)
+                got = per_dev[d] = self._after_one(model, st, d, need, ranks, own)
             if got is None:
                 continue
+            f = self.mix.with_strand(model, got[0], got[1], cpu_left, mem_left)
+            if got[2]:
+                f += got[2]
             # ties: the unit with the least left (best fit: shares stack), then GpuTopology's preference
-            scored.append((got[0], got[1], first.get(id(c), len(base) + i), c))
+            scored.append((round(f, 6), got[3], first.get(id(c), len(base) + i), c))
         if not scored:
             return base
         scored.sort(key=lambda t: t[:3])
@@ -352,20 +356,19 @@ class DeviceFragmentation:
         st: State,
         d: int,
         need: tuple[tuple[str, int], ...],
-        cpu_left: int,
-        mem_left: int,
+        ranks: tuple[int, int],
         own: frozenset[Hashable],
-    ) -> tuple[float, int] | None:
-        """Taking one device ``d`` (``need`` of it): the fragmentation (and scarcity cost) left, and the free amount
-        of its unit before; None when it cannot take that."""
+    ) -> tuple[float, int, float, int] | None:
+        """Taking one device ``d`` (``need`` of it): the paper's measure left and the free device total after (the
+        stranding term, which reads the exact cpu/memory left, is added by the caller), the scarcity cost, and the
+        free amount of its unit before; None when it cannot take that."""
         after = _take(model, st, d, need)
         if after is None:
             return None
         u = model.devices[d].unit
-        f = self.mix.value(model, after, cpu_left, mem_left)
-        if self.scarce:
-            f += self.scarcity * self.scarce.cost(model, st, after, own)
-        return round(f, 6), free_amount(model.units[u], st[0][u])
+        v, total = self.mix.expected(model, after, ranks)
+        cost = self.scarcity * self.scarce.cost(model, st, after, own) if self.scarce else 0.0
+        return v, total, cost, free_amount(model.units[u], st[0][u])
 
     # --- Reserve: the pending demand ----------------------------------------------------------------------------
 

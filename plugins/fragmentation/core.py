@@ -292,6 +292,11 @@ def unit_keys(model: NodeModel) -> tuple[frozenset[Hashable], ...]:
 _UNIT_KEYS: dict[object, tuple[frozenset[Hashable], ...]] = {}
 
 
+def sorted_repr(keys: frozenset[Hashable]) -> str:
+    """A stable order for sets of keys (keys need not be comparable with one another)."""
+    return repr(sorted(map(repr, keys)))
+
+
 def supply(model: NodeModel, state: State) -> dict[Hashable, int]:
     """The node's free device capacity (thousandths of units) per request key that can use it."""
     out: dict[Hashable, int] = {}
@@ -334,8 +339,17 @@ class Scarcity:
     87.87); with it the first refusal comes at 42.6% and 94.43% is allocated at 100% (95.40% at 130%, FGD 94.39).
     """
 
-    def __init__(self, demand: Mapping[Hashable, int], free: Mapping[Hashable, int], total: int, version: int) -> None:
+    def __init__(
+        self,
+        demand: Mapping[Hashable, int],
+        free: Mapping[Hashable, int],
+        total: int,
+        version: int,
+        kinds: frozenset[frozenset[Hashable]] = frozenset(),
+    ) -> None:
         self.version = version
+        self.kinds = kinds  # the key sets of the cluster's units (what view() reports pressures for)
+        self._views: dict[frozenset[Hashable], tuple[tuple[frozenset[Hashable], float], ...]] = {}
         ratios: dict[Hashable, float] = {}
         for k, d in demand.items():
             s = free.get(k, 0)
@@ -344,7 +358,7 @@ class Scarcity:
             # squared: a key whose free supply is many times its demand barely counts (1/4 of the supply: 1/16),
             # one that needs it all counts fully; in steps of 1/20 of the ratio, so that the table (and with it the
             # scores the framework memoises) changes only when a ratio does
-            r = 1.0 if s <= 0 else min(1.0, round(20 * d / s) / 20)
+            r = 1.0 if s <= 0 else min(1.0, round(10 * d / s) / 10)
             ratios[k] = r * r
         self.ratios = {k: r for k, r in ratios.items() if r > 0}
 
@@ -352,9 +366,21 @@ class Scarcity:
         return bool(self.ratios)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Scarcity) and self.ratios == other.ratios
+        return isinstance(other, Scarcity) and self.ratios == other.ratios and self.kinds == other.kinds
 
     __hash__ = None  # type: ignore[assignment]
+
+    def view(self, own: frozenset[Hashable]) -> tuple[tuple[frozenset[Hashable], float], ...]:
+        """What a pod with request keys ``own`` sees of the table: the pressure of every kind of unit (for its
+        signature: a new table that leaves these unchanged leaves its scores unchanged)."""
+        got = self._views.get(own)
+        if got is None:  # only the kinds of unit the pod can use: it takes nothing of the others
+            got = self._views[own] = tuple(
+                (k, p)
+                for k in sorted(self.kinds, key=sorted_repr)
+                if not own.isdisjoint(k) and (p := self.pressure(k, own))
+            )
+        return got
 
     def pressure(self, keys: frozenset[Hashable], own: frozenset[Hashable]) -> float:
         best = 0.0

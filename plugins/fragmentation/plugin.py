@@ -82,7 +82,7 @@ DEFAULT_SCALE = 100
 DEFAULT_STRAND = 50
 DEFAULT_MULTI_DEVICE = 10
 DEFAULT_SCARCITY = 100
-SCARCITY_REFRESH = 32  # placements between two refreshes of the scarcity table (and on every new mix)
+SCARCITY_REFRESH = 128  # placements between two refreshes of the scarcity table (and on every new mix)
 _UNSET: Any = object()
 YOUNG = 256  # a mix of fewer pods than this is rebuilt whenever it has seen a new pod
 TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)
@@ -324,7 +324,7 @@ class DeviceFragmentation:
         first = {id(c): i for i, c in enumerate(base)}
         # what taking one device leaves, per device: the same for every node of this kind in this state
         ranks = self.mix.ranks(cpu_left, mem_left)
-        mkey = (model.memo_key, st, need, ranks, self.mix.version, scarce.version, own)
+        mkey = (model.memo_key, st, need, ranks, self.mix.version, scarce.view(own) if scarce else ())
         per_dev = self._order_memo.get(mkey)
         if per_dev is None:
             if len(self._order_memo) > 20_000:
@@ -402,6 +402,7 @@ class DeviceFragmentation:
         ledger = snap.ledger
         free: dict[Hashable, int] = {}
         total = 0
+        kinds: set[frozenset[Hashable]] = set()
         rep: dict[Hashable, UnitModel] = {}  # key -> a unit it matches (what a request of it takes of one)
         most: dict[Hashable, int] = {}  # key -> the most devices it matches on one node
         seen: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}
@@ -420,6 +421,7 @@ class DeviceFragmentation:
                 free[k] = free.get(k, 0) + v
             total += got[3]
             for i, keys in enumerate(unit_keys(model)):
+                kinds.add(keys)
                 for k in keys:
                     if k not in rep:
                         rep[k] = model.units[i]
@@ -436,7 +438,7 @@ class DeviceFragmentation:
                 unit = rep.get(req.key)
                 if unit is not None:
                     demand[req.key] = demand.get(req.key, 0) + n * req.count * request_amount(req, unit)
-        new = Scarcity(demand, free, total, self.scarce.version)
+        new = Scarcity(demand, free, total, self.scarce.version, frozenset(kinds))
         if new != self.scarce:
             new.version = self.scarce.version + 1
             self.scarce = new
@@ -444,7 +446,9 @@ class DeviceFragmentation:
     # --- Score --------------------------------------------------------------------------------------------------
 
     def sign(self, state: CycleState, pod: Pod) -> Hashable | None:
-        return (self.mix.version, self.scarce.version, self.shape_of(state.snapshot, pod))
+        shape = self.shape_of(state.snapshot, pod)
+        scarce = self.scarce.view(frozenset(r.key for r in shape.reqs)) if self.scarce and shape.reqs else ()
+        return (self.mix.version, scarce, shape)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         mix = self.mix

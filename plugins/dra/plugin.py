@@ -158,6 +158,31 @@ class ClaimResolutionError(Exception):
     pass
 
 
+def _swap_claims(text: str, swap: Mapping[str, str]) -> str:
+    """``text`` with every ``claim <key>`` (``resourceclaim <key>`` too) of a key in ``swap`` naming its value
+    instead; a key counts only where a delimiter (``,``, ``:``, a space, the end) follows it."""
+    out: list[str] = []
+    i = 0
+    while True:
+        j = text.find("claim ", i)
+        if j < 0:
+            break
+        k = j + 6
+        end = k
+        while end < len(text) and text[end] not in ",: \t\n":
+            end += 1
+        new = swap.get(text[k:end])
+        if new is not None:
+            out.append(text[i:k])
+            out.append(new)
+            i = end
+        else:
+            out.append(text[i:k])
+            i = k
+    out.append(text[i:])
+    return "".join(out)
+
+
 def pod_claims(snapshot: Snapshot, pod: Pod) -> list[ResourceClaim]:
     """The pod's claims in spec order; raises :class:`ClaimResolutionError` with an actionable message."""
     out: list[ResourceClaim] = []
@@ -542,6 +567,26 @@ class DynamicResources:
     def node_token(self, state: CycleState, node: NodeInfo) -> Hashable:
         return state.snapshot.ledger.node_revision(node.name)
 
+    def retarget_status(self, state: CycleState, status: Status, other: Pod, pod: Pod) -> Status | None:
+        """``status``, which this plugin's Filter gave ``other`` (a pod of the same signature) on an unchanged node,
+        as it reads for ``pod``: the same verdict (equal signatures: equal claim specs and pinned selectors), with
+        ``pod``'s claims named in place of ``other``'s, in spec order. None when that cannot be said for sure (a
+        claim of either not resolvable, or ``other``'s name still in the message): the framework then filters."""
+        snap = state.snapshot
+        try:
+            theirs, ours = pod_claims(snap, other), pod_claims(snap, pod)
+        except ClaimResolutionError:
+            return None
+        if len(theirs) != len(ours):
+            return None
+        swap = {a.key: b.key for a, b in zip(theirs, ours, strict=True) if a.key != b.key}
+        if not swap:
+            return status
+        reasons = tuple(_swap_claims(r, swap) for r in status.reasons)
+        if any(other.meta.name in r or other.meta.uid in r for r in reasons):
+            return None
+        return Status(status.code, reasons, status.plugin)
+
     def token_changes(self, state: CycleState, since: Hashable | None) -> tuple[Hashable, Any]:
         """The nodes whose ``node_token`` may have changed since ``since`` (scheduler/framework/batch.py)."""
         return state.snapshot.ledger.node_changes_since(since)  # type: ignore[arg-type]
@@ -679,7 +724,7 @@ class DynamicResources:
                     return None, "cannot allocate all claims: devices are held for a pod nominated to this node"
             return None, self._diagnose(data, snap, node, pools, inputs)
         if extra:
-            result = result[len(extra):]
+            result = result[len(extra) :]
         if data.ext is not None and data.ext.allocates and len(inputs) == len(data.inputs):
             result = [*result, EMPTY_ALLOCATION]  # the node serves the extended resources natively
         return result, ""

@@ -307,7 +307,7 @@ class BatchRunner:
 
         n = len(b.names)
         out: dict[str, Status] = {}
-        reused: set[str] = set()
+        reused: dict[str, Pod | None] = {}  # node -> the pod whose Filter gave its status
         for p in (*range(offset, n), *range(offset)):
             st = b.status[p]
             if st is None or st.code == Code.SUCCESS:
@@ -315,7 +315,7 @@ class BatchRunner:
             name = b.names[p]
             out[name] = st
             if b.owner[p] is not pod:
-                reused.add(name)
+                reused[name] = b.owner[p]
         if reused:
             state.write(REUSED_REJECTIONS, reused)
         return out

@@ -323,11 +323,11 @@ class Framework:
             self.memo_stats["filter_hits"] += 1
             if hit[3] is not pod and hit[2].code != Code.SUCCESS:
                 # Another pod's rejection: same verdict, but its message may name that pod's objects.
-                reused: set[str] | None = state.read(REUSED_REJECTIONS)
+                reused: dict[str, Pod | None] | None = state.read(REUSED_REJECTIONS)
                 if reused is None:
-                    reused = set()
+                    reused = {}
                     state.write(REUSED_REJECTIONS, reused)
-                reused.add(node.name)
+                reused[node.name] = hit[3]
             return hit[2]
         self.memo_stats["filter_misses"] += 1
         st = self.run_filter(state, pod, node)
@@ -344,8 +344,10 @@ class Framework:
         generated claim's name). Before they are reported, re-run the filters for ``pod`` on one node per
         distinct reused status (by content: code, reasons, plugin; each node holds its own Status object) and
         use that pod's own status for every node that shared it. A hopeless pod whose 1,213 rejections reused
-        two messages thus re-runs the filters twice, not 1,213 times."""
-        reused: set[str] | None = state.read(REUSED_REJECTIONS)
+        two messages thus re-runs the filters twice, not 1,213 times. A plugin that can say how its status reads
+        for another pod of the same signature (``retarget_status``: DynamicResources puts the pod's own claims in
+        place of the other pod's) is asked first, without filtering."""
+        reused: dict[str, Pod | None] | None = state.read(REUSED_REJECTIONS)
         if not reused:
             return statuses
         fresh: dict[tuple[Code, tuple[str, ...], str], Status] = {}
@@ -358,7 +360,11 @@ class Framework:
             key = (old.code, old.reasons, old.plugin)
             st = fresh.get(key)
             if st is None:
-                st = fresh[key] = self.run_filter(state, pod, node)
+                owner = self.instances.get(old.plugin)
+                retarget = getattr(owner, "retarget_status", None)
+                other = reused[name]
+                got = retarget(state, old, other, pod) if retarget is not None and other is not None else None
+                st = fresh[key] = got if got is not None else self.run_filter(state, pod, node)
             if not st.is_success:
                 out[name] = st
         state.delete(REUSED_REJECTIONS)
@@ -583,7 +589,11 @@ class Framework:
         return self._timed("PreScore", start, Status.ok())
 
     def _raw_scores(
-        self, state: CycleState, pod: Pod, active: Sequence[WeightedScorer], nodes: Sequence[NodeInfo],
+        self,
+        state: CycleState,
+        pod: Pod,
+        active: Sequence[WeightedScorer],
+        nodes: Sequence[NodeInfo],
         sig: Hashable | None,
     ) -> list[list[int]]:
         """Raw scores per active plugin (rows) and node (columns). With a signature, a node's scores of all
@@ -721,9 +731,7 @@ class DryRun:
         if self._node is None:
             from scheduler.cache import _node_info
 
-            self._node = _node_info(
-                self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed}
-            )
+            self._node = _node_info(self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed})
         return self._node
 
     def remove(self, victim: Pod, remote: NodeInfo | None = None) -> Status:

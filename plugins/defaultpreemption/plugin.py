@@ -104,6 +104,9 @@ def preemption_policy(pod: Pod) -> str:
 _VICTIM_FLOOR = "DefaultPreemption/victim-floor"
 
 
+_NO_VICTIMS_STATUS = Status.unresolvable(NO_VICTIMS)
+
+
 def may_have_victims(node: NodeInfo, priority: int) -> bool:
     """Whether a pod on ``node`` may be a victim of a preemptor of ``priority``: one of lower priority, or one in
     a PodGroup (its victim priority is the group's, and a disruptionMode-all group spans nodes). Memoised on the
@@ -319,7 +322,7 @@ class DefaultPreemption:
             if not may_have_victims(node, pod.priority):
                 # what select_victims_on_node says without a victim of lower priority, without building the
                 # dry run and the snapshot's victim index (a pass over every pod) for nothing
-                statuses[node.name] = Status.unresolvable(NO_VICTIMS)
+                statuses[node.name] = _NO_VICTIMS_STATUS  # immutable: one object for every such node
                 continue
             dry = self.handle.dry_run(state, pod, node)
             victims, violations, st = select_victims_on_node(

@@ -661,6 +661,15 @@ def kind_of(task: Task) -> str:
     return f"{task.num_gpu}-gpu"
 
 
+def could_fit(nodes: Sequence[Node], task: Task) -> bool:
+    """Whether some node of the cluster, empty, could hold ``task`` (model, GPU count, cpu, memory)."""
+    return any(
+        n.gpus >= task.num_gpu and n.cpu_milli >= task.cpu_milli and n.memory_mib >= task.memory_mib
+        and (not task.gpu_spec or not task.num_gpu or n.model in task.gpu_spec)
+        for n in nodes
+    )
+
+
 def run_one(workload: str, seed: int, directory: Path, args: argparse.Namespace,
             published: dict[str, dict[int, dict[int, float]]]) -> dict[str, Any]:
     nodes = read_nodes(data_file(directory, NODES_CSV))
@@ -691,7 +700,10 @@ def run_one(workload: str, seed: int, directory: Path, args: argparse.Namespace,
     arrived = cumulative(t.total_gpu_milli for t in order)
     used = cumulative(replay.used_milli)
     curve = allocation_curve(arrived, used, total_gpus)
-    ideal = allocation_curve(arrived, arrived, total_gpus)
+    # "no refusal": every task some empty node could hold is placed (a task that no node of the cluster could hold
+    # even empty, e.g. 8 GPUs of a model whose nodes have 4, is refused by every policy, the published ones too)
+    ideal = allocation_curve(arrived, cumulative(t.total_gpu_milli if could_fit(nodes, t) else 0 for t in order),
+                             total_gpus)
     refused = [i for i, ok in enumerate(replay.placed) if not ok]
     first = refused[0] if refused else None
     refused_kinds = Counter(kind_of(order[i]) for i in refused)

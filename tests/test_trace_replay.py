@@ -320,3 +320,14 @@ def test_missing_data(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkey
     assert "skipped" in capsys.readouterr().out
     with pytest.raises(tr.BenchError, match="not shipped"):
         tr.data_file(tmp_path, tr.NODES_CSV)
+
+
+def test_a_task_no_node_could_hold_is_not_in_the_no_refusal_curve() -> None:
+    """gpuspec33, seed 50: an 8-GPU task restricted to a model whose nodes have fewer GPUs is refused by every
+    published policy; the no-refusal curve the validation compares them with must leave it out (it flagged a
+    mismatch at 1% arrived before)."""
+    nodes = [Node("a", 96_000, 393_216, 8, "G2"), Node("b", 32_000, 131_072, 4, "V100M16")]
+    assert tr.could_fit(nodes, Task("t", 1000, 1024, 8, 1000, ("G2",)))
+    assert not tr.could_fit(nodes, Task("t", 1000, 1024, 8, 1000, ("V100M16",)))  # its nodes have 4 GPUs
+    assert not tr.could_fit(nodes, Task("t", 128_000, 1024, 1, 1000))  # more cpu than any node
+    assert tr.could_fit(nodes, Task("t", 1000, 1024, 0, 0, ("T4",)))  # a CPU-only task: the model does not apply

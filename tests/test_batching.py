@@ -348,17 +348,22 @@ def test_mixed_workload_places_every_pod_the_same_with_and_without_reuse(
 # --- the plugins marked max_normalized normalise as DefaultNormalizeScore ------------------------------------
 
 
-def test_every_plugin_marked_max_normalized_is_default_normalize_score() -> None:
-    registry = default_registry()
-    marked = {}
-    for name, spec in registry.items():
+def _marked(mark: Any) -> dict[str, tuple[Any, Any]]:
+    """The default registry's plugins (built with their default args) whose ``mark(instance)`` is not None."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for name, spec in default_registry().items():
         try:
             inst = spec.factory(dict(spec.default_args))
         except Exception:
             continue
-        rev = max_normalization(inst)
-        if rev is not None:
-            marked[name] = (inst, rev)
+        got = mark(inst)
+        if got is not None:
+            out[name] = (inst, got)
+    return out
+
+
+def test_every_plugin_marked_max_normalized_is_default_normalize_score() -> None:
+    marked = _marked(max_normalization)
     assert {"TaintToleration", "NodeAffinity", "DynamicResources", "GpuTopology"} <= set(marked)
     rng = random.Random(5)
     rows = [[], [0, 0, 0], [5], *([rng.randrange(0, 1000) for _ in range(rng.randrange(1, 20))] for _ in range(50))]
@@ -375,16 +380,7 @@ def test_every_plugin_marked_max_normalized_is_default_normalize_score() -> None
 def test_every_plugin_marked_min_max_normalized_normalises_so() -> None:
     """The batch's C-speed path for min-max plugins (DeviceFragmentation) must give what their NormalizeScore gives,
     negative raw scores included (a placement can raise fragmentation)."""
-    registry = default_registry()
-    marked = {}
-    for name, spec in registry.items():
-        try:
-            inst = spec.factory(dict(spec.default_args))
-        except Exception:
-            continue
-        floor = min_max_normalization(inst)
-        if floor is not None:
-            marked[name] = (inst, floor)
+    marked = _marked(min_max_normalization)
     assert set(marked) >= {"DeviceFragmentation"}
     assert marked["DeviceFragmentation"][1] == 100  # its ``scale`` arg
     rng = random.Random(7)

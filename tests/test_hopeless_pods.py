@@ -42,7 +42,8 @@ def _objs(nodes: int, pods: int) -> list[dict[str, Any]]:
     return objs
 
 
-def test_reused_rejections_are_rechecked_once_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
+def _count_refilters(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts, in ``["own"]``, the Filter runs made inside ``Framework.own_rejections``."""
     calls = {"own": 0}
     real_own = runtime.Framework.own_rejections
     real_filter = runtime.Framework.run_filter
@@ -62,6 +63,11 @@ def test_reused_rejections_are_rechecked_once_per_message(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(runtime.Framework, "own_rejections", own)
     monkeypatch.setattr(runtime.Framework, "run_filter", run_filter)
+    return calls
+
+
+def test_reused_rejections_are_rechecked_once_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _count_refilters(monkeypatch)
     res = asyncio.run(simulate(_objs(200, 3)))
     assert res.summary["unschedulable"] == 3
     # the 2nd and 3rd pods reuse the 1st pod's 200 "Insufficient cpu" rejections: one re-check each
@@ -180,25 +186,7 @@ def test_device_rejections_reused_from_an_equal_pod_name_the_pods_own_claim(monk
     generated claim). The 2nd and 3rd pods reuse the 1st pod's verdicts; DynamicResources.retarget_status names
     their own claims in the messages, so nothing is filtered again (before: one Filter per distinct message and
     pod, 16 here; on the openb trace replay 29% of the run), and no message names another pod's claim."""
-    calls = {"own": 0}
-    real_own = runtime.Framework.own_rejections
-    real_filter = runtime.Framework.run_filter
-    inside = {"on": False}
-
-    def own(self: Any, *a: Any, **k: Any) -> Any:
-        inside["on"] = True
-        try:
-            return real_own(self, *a, **k)
-        finally:
-            inside["on"] = False
-
-    def run_filter(self: Any, *a: Any, **k: Any) -> Any:
-        if inside["on"]:
-            calls["own"] += 1
-        return real_filter(self, *a, **k)
-
-    monkeypatch.setattr(runtime.Framework, "own_rejections", own)
-    monkeypatch.setattr(runtime.Framework, "run_filter", run_filter)
+    calls = _count_refilters(monkeypatch)
     res = asyncio.run(simulate(_gpu_objs(8, 3)))
     assert res.summary["unschedulable"] == 3
     assert calls["own"] == 0, calls

@@ -158,6 +158,9 @@ class ClaimResolutionError(Exception):
     pass
 
 
+_NO_SWAP: Any = object()
+
+
 def _swap_claims(text: str, swap: Mapping[str, str]) -> str:
     """``text`` with every ``claim <key>`` (``resourceclaim <key>`` too) of a key in ``swap`` naming its value
     instead; a key counts only where a delimiter (``,``, ``:``, a space, the end) follows it."""
@@ -333,7 +336,7 @@ class DynamicResources:
     name: ClassVar[str] = NAME
 
     def __init__(self, args: Mapping[str, Any]) -> None:
-        self._retarget_last: tuple[Snapshot, Pod, Pod, dict[str, str]] | None = None
+        self._retarget_ctx: tuple[Snapshot, Pod, list[ResourceClaim], dict[str, dict[str, str] | None]] | None = None
         gates = args.get("featureGates") or {}
         self.features = Features(
             admin_access=bool(gates.get("DRAAdminAccess", True)),
@@ -574,18 +577,27 @@ class DynamicResources:
         ``pod``'s claims named in place of ``other``'s, in spec order. None when that cannot be said for sure (a
         claim of either not resolvable, or ``other``'s name still in the message): the framework then filters."""
         snap = state.snapshot
-        last = self._retarget_last  # the pairs of the last call: a hopeless pod asks once per distinct message
-        if last is not None and last[0] is snap and last[1] is other and last[2] is pod:
-            swap = last[3]
-        else:
+        ctx = self._retarget_ctx  # per (snapshot, pod): its claims, and the claim pairs per other pod
+        if ctx is None or ctx[0] is not snap or ctx[1] is not pod:
             try:
-                theirs, ours = pod_claims(snap, other), pod_claims(snap, pod)
+                ours = pod_claims(snap, pod)
             except ClaimResolutionError:
                 return None
-            if len(theirs) != len(ours):
-                return None
-            swap = {a.key: b.key for a, b in zip(theirs, ours, strict=True) if a.key != b.key}
-            self._retarget_last = (snap, other, pod, swap)
+            ctx = self._retarget_ctx = (snap, pod, ours, {})
+        swaps = ctx[3]
+        swap = swaps.get(other.meta.uid, _NO_SWAP)
+        if swap is _NO_SWAP:
+            try:
+                theirs = pod_claims(snap, other)
+            except ClaimResolutionError:
+                theirs = None
+            if theirs is None or len(theirs) != len(ctx[2]):
+                swap = None
+            else:
+                swap = {a.key: b.key for a, b in zip(theirs, ctx[2], strict=True) if a.key != b.key}
+            swaps[other.meta.uid] = swap
+        if swap is None:
+            return None
         if not swap:
             return status
         reasons = tuple(_swap_claims(r, swap) for r in status.reasons)

@@ -183,7 +183,7 @@ def _gpu_objs(nodes: int, pods: int) -> list[dict[str, Any]]:
 
 def test_device_rejections_reused_from_an_equal_pod_name_the_pods_own_claim(monkeypatch: pytest.MonkeyPatch) -> None:
     """Eight nodes, eight distinct DynamicResources messages, three equal pods (template claims: each its own
-    generated claim). The 2nd and 3rd pods reuse the 1st pod's verdicts; DynamicResources.retarget_status names
+    generated claim). The 2nd and 3rd pods reuse the 1st pod's verdicts; DynamicResources.retarget_template/fill name
     their own claims in the messages, so nothing is filtered again (before: one Filter per distinct message and
     pod, 16 here; on the openb trace replay 29% of the run), and no message names another pod's claim."""
     calls = _count_refilters(monkeypatch)

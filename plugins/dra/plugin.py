@@ -120,6 +120,7 @@ from scheduler.framework.hooks import REAL_CLOCK
 from scheduler.framework.interface import (
     GROUP_PENDING_KEY,
     MAX_NODE_SCORE,
+    Code,
     CycleState,
     NodeScore,
     PreFilterResult,
@@ -336,7 +337,10 @@ class DynamicResources:
     name: ClassVar[str] = NAME
 
     def __init__(self, args: Mapping[str, Any]) -> None:
-        self._retarget_ctx: tuple[Snapshot, Pod, list[ResourceClaim], dict[str, dict[str, str] | None]] | None = None
+        # retarget_template: per Status object its template; per snapshot the claim keys of the pods asked about
+        self._templates: dict[int, tuple[Status, Hashable | None]] = {}
+        self._claims_snap: Snapshot | None = None
+        self._claims_of: dict[str, Any] = {}
         gates = args.get("featureGates") or {}
         self.features = Features(
             admin_access=bool(gates.get("DRAAdminAccess", True)),
@@ -571,39 +575,53 @@ class DynamicResources:
     def node_token(self, state: CycleState, node: NodeInfo) -> Hashable:
         return state.snapshot.ledger.node_revision(node.name)
 
-    def retarget_status(self, state: CycleState, status: Status, other: Pod, pod: Pod) -> Status | None:
-        """``status``, which this plugin's Filter gave ``other`` (a pod of the same signature) on an unchanged node,
-        as it reads for ``pod``: the same verdict (equal signatures: equal claim specs and pinned selectors), with
-        ``pod``'s claims named in place of ``other``'s, in spec order. None when that cannot be said for sure (a
-        claim of either not resolvable, or ``other``'s name still in the message): the framework then filters."""
+    def retarget_template(self, state: CycleState, status: Status, other: Pod) -> Hashable | None:
+        """``status``, which this plugin's Filter gave ``other`` on an unchanged node, with ``other``'s claims
+        (in spec order) replaced by placeholders: what the status says for any pod of the same signature (equal
+        claim specs and pinned selectors) once :meth:`retarget_fill` names that pod's claims. Nodes whose
+        statuses came from different earlier pods but say the same thing share one template, so a hopeless pod
+        names its claims once per distinct message, not once per node. None when that cannot be said for sure
+        (``other``'s claims not resolvable, or its name still in the message): the framework then filters.
+        Memoised per Status object (each Filter call makes its own, for one pod)."""
+        got = self._templates.get(id(status))
+        if got is not None and got[0] is status:
+            return got[1]
         snap = state.snapshot
-        ctx = self._retarget_ctx  # per (snapshot, pod): its claims, and the claim pairs per other pod
-        if ctx is None or ctx[0] is not snap or ctx[1] is not pod:
+        if self._claims_snap is not snap:
+            self._claims_snap, self._claims_of = snap, {}
+        theirs = self._claims_of.get(other.meta.uid, _NO_SWAP)
+        if theirs is _NO_SWAP:
             try:
-                ours = pod_claims(snap, pod)
-            except ClaimResolutionError:
-                return None
-            ctx = self._retarget_ctx = (snap, pod, ours, {})
-        swaps = ctx[3]
-        swap = swaps.get(other.meta.uid, _NO_SWAP)
-        if swap is _NO_SWAP:
-            try:
-                theirs = pod_claims(snap, other)
+                theirs = [c.key for c in pod_claims(snap, other)]
             except ClaimResolutionError:
                 theirs = None
-            if theirs is None or len(theirs) != len(ctx[2]):
-                swap = None
-            else:
-                swap = {a.key: b.key for a, b in zip(theirs, ctx[2], strict=True) if a.key != b.key}
-            swaps[other.meta.uid] = swap
-        if swap is None:
+            self._claims_of[other.meta.uid] = theirs
+        tpl: Hashable | None = None
+        if theirs is not None:
+            swap = {key: f"\x00{i}\x00" for i, key in enumerate(theirs)}
+            reasons = tuple(_swap_claims(r, swap) for r in status.reasons)
+            if not any(other.meta.name in r or other.meta.uid in r for r in reasons):
+                tpl = (status.code, status.plugin, len(theirs), reasons)
+        if len(self._templates) > 50_000:
+            self._templates.clear()
+        self._templates[id(status)] = (status, tpl)
+        return tpl
+
+    def retarget_fill(self, state: CycleState, template: Hashable, pod: Pod) -> Status | None:
+        """The status a :meth:`retarget_template` stands for, naming ``pod``'s claims; None when the pod's claims
+        cannot be resolved or are not as many."""
+        parts: tuple[Code, str, int, tuple[str, ...]] = template  # type: ignore[assignment]
+        code, plugin, count, reasons = parts
+        try:
+            ours = pod_claims(state.snapshot, pod)
+        except ClaimResolutionError:
             return None
-        if not swap:
-            return status
-        reasons = tuple(_swap_claims(r, swap) for r in status.reasons)
-        if any(other.meta.name in r or other.meta.uid in r for r in reasons):
+        if len(ours) != count:
             return None
-        return Status(status.code, reasons, status.plugin)
+        for i, c in enumerate(ours):
+            token = f"\x00{i}\x00"
+            reasons = tuple(r.replace(token, c.key) for r in reasons)
+        return Status(code, reasons, plugin)
 
     def token_changes(self, state: CycleState, since: Hashable | None) -> tuple[Hashable, Any]:
         """The nodes whose ``node_token`` may have changed since ``since`` (scheduler/framework/batch.py)."""

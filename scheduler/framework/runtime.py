@@ -345,25 +345,32 @@ class Framework:
         distinct reused status (by content: code, reasons, plugin; each node holds its own Status object) and
         use that pod's own status for every node that shared it. A hopeless pod whose 1,213 rejections reused
         two messages thus re-runs the filters twice, not 1,213 times. A plugin that can say how its status reads
-        for another pod of the same signature (``retarget_status``: DynamicResources puts the pod's own claims in
-        place of the other pod's) is asked first, without filtering."""
+        for another pod of the same signature (DynamicResources puts the pod's own claims in
+        place of the other pod's) is asked first, without filtering: ``retarget_template`` abstracts the other pod's
+        status (statuses that differ only in which earlier pod's claims they name share one template) and
+        ``retarget_fill`` names this pod's claims in it, once per template."""
         reused: dict[str, Pod | None] | None = state.read(REUSED_REJECTIONS)
         if not reused:
             return statuses
-        fresh: dict[tuple[Code, tuple[str, ...], str], Status] = {}
+        fresh: dict[Hashable, Status] = {}
         out = dict(statuses)
+        templates: dict[str, Any] = {}  # plugin name -> its retarget_template (None: it has none)
         for name in sorted(reused):
             old = statuses.get(name)
             node = nodes.get(name)
             if old is None or node is None:
                 continue
-            key = (old.code, old.reasons, old.plugin)
+            other = reused[name]
+            tpl: Hashable | None = None
+            template = templates.get(old.plugin, _MISSING)
+            if template is _MISSING:
+                template = templates[old.plugin] = getattr(self.instances.get(old.plugin), "retarget_template", None)
+            if template is not None and other is not None:
+                tpl = template(state, old, other)
+            key: Hashable = ("template", old.plugin, tpl) if tpl is not None else (old.code, old.reasons, old.plugin)
             st = fresh.get(key)
             if st is None:
-                owner = self.instances.get(old.plugin)
-                retarget = getattr(owner, "retarget_status", None)
-                other = reused[name]
-                got = retarget(state, old, other, pod) if retarget is not None and other is not None else None
+                got = self.instances[old.plugin].retarget_fill(state, tpl, pod) if tpl is not None else None
                 st = fresh[key] = got if got is not None else self.run_filter(state, pod, node)
             if not st.is_success:
                 out[name] = st

@@ -325,7 +325,7 @@ def test_a_small_queue_is_learned_whole_before_the_first_placement() -> None:
 def test_scarcity_weighs_units_by_the_pending_demand_of_other_keys() -> None:
     """``min(1, D_k / S_k)`` per key, in steps of 1/20, squared; a key matching every free unit and the pod's own
     key do not count (their pressure is the same wherever the pod goes)."""
-    sc = Scarcity({"any": 9000, "t4": 3000, "g2": 1000, "none": 0}, {"any": 10_000, "t4": 2000, "g2": 8000}, 10_000, 1)
+    sc = Scarcity({"any": 9000, "t4": 3000, "g2": 1000, "none": 0}, {"any": 10_000, "t4": 2000, "g2": 8000}, 10_000)
     assert sc.ratios == {"t4": 1.0, "g2": pytest.approx(0.01)}  # "any" matches all 10,000 free: left out
     assert sc.pressure(frozenset({"any", "t4"}), frozenset({"any"})) == 1.0
     assert sc.pressure(frozenset({"any", "t4"}), frozenset({"t4"})) == 0.0  # its own key: the pod needs it anyway
@@ -336,8 +336,8 @@ def test_scarcity_weighs_units_by_the_pending_demand_of_other_keys() -> None:
     )
     # a half share of a T4 unit: 500 thousandths at pressure 1
     assert sc.cost(m, _state(1000, 1000), _state(500, 1000), frozenset({"any"})) == 500.0
-    assert Scarcity({"t4": 1}, {"t4": 20_000}, 40_000, 0).ratios == {}  # 1/20000 rounds to 0: no pressure
-    assert Scarcity({"t4": 1}, {}, 40_000, 0).ratios == {"t4": 1.0}  # nothing free for it: full pressure
+    assert Scarcity({"t4": 1}, {"t4": 20_000}, 40_000).ratios == {}  # 1/20000 rounds to 0: no pressure
+    assert Scarcity({"t4": 1}, {}, 40_000).ratios == {"t4": 1.0}  # nothing free for it: full pressure
 
 
 SCARCITY_OFF = load_config_text(

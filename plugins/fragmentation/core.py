@@ -344,10 +344,8 @@ class Scarcity:
         demand: Mapping[Hashable, int],
         free: Mapping[Hashable, int],
         total: int,
-        version: int,
         kinds: frozenset[frozenset[Hashable]] = frozenset(),
     ) -> None:
-        self.version = version
         self.kinds = kinds  # the key sets of the cluster's units (what view() reports pressures for)
         self._views: dict[frozenset[Hashable], tuple[tuple[frozenset[Hashable], float], ...]] = {}
         ratios: dict[Hashable, float] = {}

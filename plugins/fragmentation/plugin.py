@@ -122,7 +122,7 @@ class DeviceFragmentation:
         # the pending part of the window: seen, not reserved (a pod deleted while pending leaves with the window)
         self._pending: dict[str, Shape] = {}
         self._pending_counts: dict[Shape, int] = {}
-        self.scarce = Scarcity({}, {}, 0, 0)
+        self.scarce = Scarcity({}, {}, 0)
         self._scarce_at: tuple[int, int] | None = None  # (mix version, placements) at the last refresh
         self._placements = 0
         self._supply: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}  # node -> its free per key
@@ -395,7 +395,7 @@ class DeviceFragmentation:
         self._scarce_at = at
         if not self.scarcity or len(mix.keys) < 2:
             if self.scarce:
-                self.scarce = Scarcity({}, {}, 0, self.scarce.version + 1)
+                self.scarce = Scarcity({}, {}, 0)
             self._supply.clear()
             return
         snap = state.snapshot
@@ -438,9 +438,8 @@ class DeviceFragmentation:
                 unit = rep.get(req.key)
                 if unit is not None:
                     demand[req.key] = demand.get(req.key, 0) + n * req.count * request_amount(req, unit)
-        new = Scarcity(demand, free, total, self.scarce.version, frozenset(kinds))
-        if new != self.scarce:
-            new.version = self.scarce.version + 1
+        new = Scarcity(demand, free, total, frozenset(kinds))
+        if new != self.scarce:  # an equal table keeps its memoised views
             self.scarce = new
 
     # --- Score --------------------------------------------------------------------------------------------------

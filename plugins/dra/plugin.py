@@ -159,7 +159,7 @@ class ClaimResolutionError(Exception):
     pass
 
 
-_NO_SWAP: Any = object()
+_UNRESOLVED: Any = object()  # _claim_keys: not looked up yet
 
 
 def _swap_claims(text: str, swap: Mapping[str, str]) -> str:
@@ -586,16 +586,7 @@ class DynamicResources:
         got = self._templates.get(id(status))
         if got is not None and got[0] is status:
             return got[1]
-        snap = state.snapshot
-        if self._claims_snap is not snap:
-            self._claims_snap, self._claims_of = snap, {}
-        theirs = self._claims_of.get(other.meta.uid, _NO_SWAP)
-        if theirs is _NO_SWAP:
-            try:
-                theirs = [c.key for c in pod_claims(snap, other)]
-            except ClaimResolutionError:
-                theirs = None
-            self._claims_of[other.meta.uid] = theirs
+        theirs = self._claim_keys(state.snapshot, other)
         tpl: Hashable | None = None
         if theirs is not None:
             swap = {key: f"\x00{i}\x00" for i, key in enumerate(theirs)}
@@ -612,16 +603,26 @@ class DynamicResources:
         cannot be resolved or are not as many."""
         parts: tuple[Code, str, int, tuple[str, ...]] = template  # type: ignore[assignment]
         code, plugin, count, reasons = parts
-        try:
-            ours = pod_claims(state.snapshot, pod)
-        except ClaimResolutionError:
+        ours = self._claim_keys(state.snapshot, pod)
+        if ours is None or len(ours) != count:
             return None
-        if len(ours) != count:
-            return None
-        for i, c in enumerate(ours):
+        for i, key in enumerate(ours):
             token = f"\x00{i}\x00"
-            reasons = tuple(r.replace(token, c.key) for r in reasons)
+            reasons = tuple(r.replace(token, key) for r in reasons)
         return Status(code, reasons, plugin)
+
+    def _claim_keys(self, snap: Snapshot, pod: Pod) -> list[str] | None:
+        """The keys of ``pod``'s claims in spec order (None: not resolvable), memoised per snapshot."""
+        if self._claims_snap is not snap:
+            self._claims_snap, self._claims_of = snap, {}
+        got = self._claims_of.get(pod.meta.uid, _UNRESOLVED)
+        if got is _UNRESOLVED:
+            try:
+                got = [c.key for c in pod_claims(snap, pod)]
+            except ClaimResolutionError:
+                got = None
+            self._claims_of[pod.meta.uid] = got
+        return got  # type: ignore[no-any-return]
 
     def token_changes(self, state: CycleState, since: Hashable | None) -> tuple[Hashable, Any]:
         """The nodes whose ``node_token`` may have changed since ``since`` (scheduler/framework/batch.py)."""
@@ -760,7 +761,7 @@ class DynamicResources:
                     return None, "cannot allocate all claims: devices are held for a pod nominated to this node"
             return None, self._diagnose(data, snap, node, pools, inputs)
         if extra:
-            result = result[len(extra) :]
+            result = result[len(extra):]
         if data.ext is not None and data.ext.allocates and len(inputs) == len(data.inputs):
             result = [*result, EMPTY_ALLOCATION]  # the node serves the extended resources natively
         return result, ""

@@ -596,11 +596,7 @@ class Framework:
         return self._timed("PreScore", start, Status.ok())
 
     def _raw_scores(
-        self,
-        state: CycleState,
-        pod: Pod,
-        active: Sequence[WeightedScorer],
-        nodes: Sequence[NodeInfo],
+        self, state: CycleState, pod: Pod, active: Sequence[WeightedScorer], nodes: Sequence[NodeInfo],
         sig: Hashable | None,
     ) -> list[list[int]]:
         """Raw scores per active plugin (rows) and node (columns). With a signature, a node's scores of all
@@ -738,7 +734,9 @@ class DryRun:
         if self._node is None:
             from scheduler.cache import _node_info
 
-            self._node = _node_info(self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed})
+            self._node = _node_info(
+                self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed}
+            )
         return self._node
 
     def remove(self, victim: Pod, remote: NodeInfo | None = None) -> Status:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Any, ClassVar
 
 import pytest
@@ -362,19 +362,26 @@ def _marked(mark: Any) -> dict[str, tuple[Any, Any]]:
     return out
 
 
+def _assert_normalises_as(
+    marked: dict[str, tuple[Any, Any]], rows: list[list[int]], reference: Callable[[Any, list[NodeScore]], None]
+) -> None:
+    """Every marked plugin's NormalizeScore gives, on every row, what ``reference(mark, scores)`` gives."""
+    state = CycleState(Snapshot())
+    for name, (inst, mark) in marked.items():
+        for row in rows:
+            got = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
+            want = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
+            assert inst.normalize_score(state, _pod(0), got).is_success
+            reference(mark, want)
+            assert got == want, (name, row)
+
+
 def test_every_plugin_marked_max_normalized_is_default_normalize_score() -> None:
     marked = _marked(max_normalization)
     assert {"TaintToleration", "NodeAffinity", "DynamicResources", "GpuTopology"} <= set(marked)
     rng = random.Random(5)
     rows = [[], [0, 0, 0], [5], *([rng.randrange(0, 1000) for _ in range(rng.randrange(1, 20))] for _ in range(50))]
-    state = CycleState(Snapshot())
-    for name, (inst, rev) in marked.items():
-        for row in rows:
-            got = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
-            want = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
-            assert inst.normalize_score(state, _pod(0), got).is_success
-            default_normalize_score(MAX_NODE_SCORE, rev, want)
-            assert got == want, (name, row)
+    _assert_normalises_as(marked, rows, lambda rev, want: default_normalize_score(MAX_NODE_SCORE, rev, want))
 
 
 def test_every_plugin_marked_min_max_normalized_normalises_so() -> None:
@@ -387,11 +394,4 @@ def test_every_plugin_marked_min_max_normalized_normalises_so() -> None:
     rows = [[], [0, 0, 0], [-5]]
     rows += [[rng.randrange(-3000, 3000) for _ in range(rng.randrange(1, 20))] for _ in range(50)]
     rows += [[rng.randrange(-30, 30) for _ in range(10)] for _ in range(10)]  # spans below the floor
-    state = CycleState(Snapshot())
-    for name, (inst, floor) in marked.items():
-        for row in rows:
-            got = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
-            want = [NodeScore(f"n{i}", v) for i, v in enumerate(row)]
-            assert inst.normalize_score(state, _pod(0), got).is_success
-            min_max_normalize_score(MAX_NODE_SCORE, floor, want)
-            assert got == want, (name, row)
+    _assert_normalises_as(marked, rows, lambda floor, want: min_max_normalize_score(MAX_NODE_SCORE, floor, want))

@@ -399,3 +399,21 @@ def test_stderr_is_json_lines_when_it_is_a_pipe(tmp_path: Path) -> None:
     events = Counter(r["event"] for r in records)
     assert events["pod bound"] == 40 and events["pod not scheduled"] == 260
     assert events["simulate progress"] > 10 and events["simulate done"] == 1
+
+
+def test_the_result_is_never_formatted_on_the_way_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio.run's SIGINT restore reads the old handler (a partial holding the main task) as a signal enum and
+    formats it with repr when that fails: a result returned by the main task would be printed into a string, all
+    of its pods (1.2 s on the trace replay). run_simulation hands the result out through a box instead."""
+    import scheduler.simulate as sim
+
+    formatted: list[int] = []
+
+    def counting_repr(self: object) -> str:
+        formatted.append(1)
+        return "SimulationResult(...)"
+
+    monkeypatch.setattr(sim.SimulationResult, "__repr__", counting_repr)
+    result = run_simulation([write(tmp_path, node("n1"), pod("ours"))])
+    assert result.summary["scheduled"] == 1
+    assert formatted == []

@@ -74,3 +74,13 @@ cluster-up: e2e-build
 
 cluster-down:
 	e2e/cluster.sh down
+
+# ---- soak (e2e/soak.py): two leader-elected replicas on the e2e control plane for SOAK_MINUTES (own run dir,
+# audit log on): churn of GPU/shared-claim/gang/anti-affinity/preemptor pods on 40 kwok nodes x 8 GPUs, node and
+# slice maintenance, kill -9 and SIGSTOP of the leader, etcd and kube-apiserver restarts. Fails on any violation
+# (double allocation, stale reservation, partial gang, unexplained pending pod, a write without the Lease),
+# traceback, or a leader RSS slope above 20 MiB/h after warm-up. Output in /tmp/dra-scheduler-soak/<time>/.
+.PHONY: soak
+SOAK_MINUTES ?= 20
+soak: install e2e-build
+	$(BIN)/python -m e2e.soak --minutes $(SOAK_MINUTES)

@@ -234,7 +234,9 @@ class LogScanner:
         if line.startswith("===== start #"):
             self.start_no += 1
             return
-        if "Traceback" in line:
+        if "Traceback" in line or (line.startswith("{") and ('"exc_info": [' in line or '"exception": "' in line)):
+            # a JSON record with an exception: structlog renders "exception" (with the traceback); records of
+            # stdlib loggers (asyncio, kopf) carry a bare "exc_info" list whose traceback object is not rendered
             if line.startswith("{"):
                 self.tracebacks.append(f"replica {self.slot} start #{self.start_no}: {line[:4000]}")
             else:
@@ -1313,6 +1315,23 @@ class Soak:
             except (KubeError, TimeoutError) as e:
                 if not (isinstance(e, KubeError) and e.status == 404):
                     self.say(f"clean-up: {what}: {e}")
+                if what == "namespace gone":
+                    self.namespace_diagnostics()
+
+    def namespace_diagnostics(self) -> None:
+        """What keeps the namespace from going: its conditions and the objects left with finalizers."""
+        k, ns = self.kube, self.ns
+        with contextlib.suppress(KubeError):
+            obj = k.try_get("Namespace", ns) or {}
+            for c in (obj.get("status") or {}).get("conditions") or []:
+                if c.get("status") == "True":
+                    self.say(f"  namespace {ns}: {c.get('type')}: {c.get('message')}")
+            for kind in ("Pod", "ResourceClaim", "PodGroup", UPSTREAM_PODGROUP):
+                for o in k.list(kind, ns)[:10]:
+                    st = o.get("status") or {}
+                    self.say(f"  left: {kind} {o['metadata']['name']} finalizers {o['metadata'].get('finalizers')} "
+                             f"deleting {bool(o['metadata'].get('deletionTimestamp'))} allocated "
+                             f"{bool(st.get('allocation'))} reservedFor {st.get('reservedFor')}")
         self.timeline.close()
 
 

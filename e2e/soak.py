@@ -315,6 +315,21 @@ class Replica:
         return e
 
 
+@dataclass
+class SoakPodWatch(PodWatch):
+    """:class:`e2e.throughput_live.PodWatch` also recording the pods ever seen with ``PodScheduled=False`` (they
+    waited for room, their gang, a claim: their bind latency is not the scheduler's alone)."""
+
+    refused: set[str] = field(default_factory=set)
+
+    def _see(self, obj: JSON, now: float) -> None:
+        super()._see(obj, now)
+        if not obj.get("spec", {}).get("nodeName") and any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False"
+                for c in (obj.get("status") or {}).get("conditions") or []):
+            self.refused.add(obj.get("metadata", {}).get("name", ""))
+
+
 def rss_of(pid: int) -> tuple[float, str] | None:
     """(VmRSS in MiB, State letter) of a process; None when it is gone."""
     try:
@@ -398,7 +413,7 @@ class Soak:
         self.created_objects: dict[str, list[str]] = {"DeviceClass": [], "ClusterRoleBinding": [], "FlowSchema": []}
         self.node_objs: dict[str, JSON] = {}
         self.slice_objs: dict[str, list[JSON]] = {}
-        self.podwatch: PodWatch | None = None
+        self.podwatch: SoakPodWatch | None = None
         self.threads: list[threading.Thread] = []
         self.timeline = (out / "timeline.txt").open("a")
         self.notes: list[str] = []
@@ -857,6 +872,8 @@ class Soak:
                 self.kube.delete("ResourceClaim", u.claim, self.ns)
             if u.group:
                 self.kube.delete(u.group[0], u.group[1], self.ns)
+                if u.group[0] == UPSTREAM_PODGROUP:
+                    release_podgroup(self.kube, u.group[1], self.ns)
 
     # --- maintenance ----------------------------------------------------------------------------------------
 
@@ -996,6 +1013,7 @@ class Soak:
         self.say(f"FAULT etcd stopped (leader: replica {f.slot})")
         time.sleep(2)
         cluster.start_component("etcd", self.rd)
+        f.back = time.time()
         self.say(f"etcd started again ({time.monotonic() - t:.1f}s down)")
         self._end(f, "")
 
@@ -1005,6 +1023,7 @@ class Soak:
         t = time.monotonic()
         self.say(f"FAULT kube-apiserver restart (SIGTERM, SIGKILL after 5s, 2s down; leader: replica {f.slot})")
         tries = restart_apiserver(self.rd, down_seconds=2, grace_seconds=5, audit=True)
+        f.back = time.time()
         if tries > 1:
             f.note = f"kube-apiserver needed {tries} starts (see the output)"
         self.say(f"kube-apiserver ready again ({time.monotonic() - t:.1f}s)")
@@ -1032,7 +1051,7 @@ class Soak:
         o = self.opts
         self.audit = AuditTail(Path(self.rd) / "audit.log")
         self.setup()
-        self.podwatch = PodWatch(self.kube, self.ns, 10**9).start()
+        self.podwatch = SoakPodWatch(self.kube, self.ns, 10**9).start()
         self.t0, self.m0 = time.time(), time.monotonic()
         self.start_replicas()
         for r in self.replicas.values():
@@ -1126,7 +1145,10 @@ class Soak:
         s = self.stats
         pw = self.podwatch
         lat_all: list[float] = []
-        lat_quiet: list[float] = []
+        lat_quiet: list[float] = []  # outside fault windows
+        lat_placeable: list[float] = []  # ... and never refused (no PodScheduled=False seen): placeable at once
+        by_kind: dict[str, list[float]] = {}
+        kind_of = {v: k for k, v in UNIT_PREFIX.items()}
         windows = [(f.at - self.t0, (f.recovered or f.at) - self.t0 + 5) for f in self.faults]
         if pw is not None:
             for name, bound in pw.bound.items():
@@ -1135,8 +1157,14 @@ class Soak:
                     continue
                 b = bound - self.m0
                 lat_all.append(b - c)
+                kind = kind_of.get(name[:2], "?")
+                if kind == "gpu":
+                    kind += name.rsplit("-g", 1)[-1]
+                by_kind.setdefault(kind, []).append(b - c)
                 if not any(a <= b and c <= z for a, z in windows):
                     lat_quiet.append(b - c)
+                    if name not in pw.refused:
+                        lat_placeable.append(b - c)
         utils = [u[1] for u in self.util if u[0] > 30]
         lines.append(f"duration {t_end / 60:.1f} min; units created {dict(s.units)}; pods created {s.pods_created}, "
                      f"bound {len(pw.bound) if pw else '?'}, deleted by the churn {s.pods_deleted}, drained "
@@ -1156,7 +1184,12 @@ class Soak:
                      f"{ms(percentile(lat_all, 50))}, p99 {ms(percentile(lat_all, 99))}, max "
                      f"{ms(max(lat_all, default=None))}; outside "
                      f"fault windows ({len(lat_quiet)} pods): p50 {ms(percentile(lat_quiet, 50))}, p99 "
-                     f"{ms(percentile(lat_quiet, 99))}")
+                     f"{ms(percentile(lat_quiet, 99))}; outside fault windows and never refused (placeable at once, "
+                     f"{len(lat_placeable)} pods): p50 {ms(percentile(lat_placeable, 50))}, p99 "
+                     f"{ms(percentile(lat_placeable, 99))}")
+        lines.append("  by kind (all pods): " + "; ".join(
+            f"{k} {len(v)} p50 {ms(percentile(v, 50))} p99 {ms(percentile(v, 99))}"
+            for k, v in sorted(by_kind.items())))
 
         pending = [p for p in self.last_pods if not p["spec"].get("nodeName")]
         if pending:
@@ -1251,7 +1284,11 @@ class Soak:
             "pods_preempted_or_gone": s.pods_vanished, "bindings": len(fence.binds), "bindings_by_replica": binds_by,
             "bind_latency_s": {"p50": percentile(lat_all, 50), "p99": percentile(lat_all, 99),
                                "p50_outside_faults": percentile(lat_quiet, 50),
-                               "p99_outside_faults": percentile(lat_quiet, 99)},
+                               "p99_outside_faults": percentile(lat_quiet, 99),
+                               "p50_placeable_at_once": percentile(lat_placeable, 50),
+                               "p99_placeable_at_once": percentile(lat_placeable, 99),
+                               "by_kind": {k: {"pods": len(v), "p50": percentile(v, 50), "p99": percentile(v, 99)}
+                                           for k, v in by_kind.items()}},
             "utilisation": {"min": min(utils, default=None), "max": max(utils, default=None)},
             "takeovers": [{"fault": tk.fault.kind, "at_s": tk.fault.at - self.t0, "leader": tk.fault.slot,
                            "lease_expiry_s": None if tk.last_renewal is None else
@@ -1290,6 +1327,8 @@ class Soak:
                                                                              "apiVersion": "v1",
                                                                              "gracePeriodSeconds": 0})),
                 ("pods gone", lambda: wait_for(lambda: not k.list("Pod", ns), 60, "soak pods deleted", 0.5)),
+                ("PodGroup finalizers", lambda: [release_podgroup(k, pg["metadata"]["name"], ns)
+                                                 for pg in k.list(UPSTREAM_PODGROUP, ns)]),
                 ("namespace", lambda: k.delete("Namespace", ns)),
             ]
         steps += [("fleet", lambda: delete_fleet(k, FLEET)),
@@ -1351,6 +1390,24 @@ def cpu_pod(ns: str, name: str, anti: str, cpu: str = "2") -> JSON:
             {"labelSelector": {"matchLabels": {"soak-anti": anti}}, "topologyKey": "kubernetes.io/hostname"}]}}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": ns, "labels": {"soak-anti": anti} if anti else {}}, "spec": spec}
+
+
+PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
+
+
+def release_podgroup(kube: Kube, name: str, ns: str) -> None:
+    """Drop the ``scheduling.k8s.io/podgroup-protection`` finalizer of a scheduling.k8s.io PodGroup whose pods
+    are gone, as kube-controller-manager's podgroup-protection-controller does. The e2e control plane does not
+    run that controller (e2e/cluster.sh --controllers), so without this every deleted v1beta1 PodGroup stays
+    Terminating and its namespace can never be deleted."""
+    with contextlib.suppress(KubeError):
+        pg = kube.try_get(UPSTREAM_PODGROUP, name, ns)
+        fins = (pg or {}).get("metadata", {}).get("finalizers") or []
+        if PODGROUP_PROTECTION in fins:
+            kube.request("PATCH", KINDS[UPSTREAM_PODGROUP].path(ns, name),
+                         [{"op": "replace", "path": "/metadata/finalizers",
+                           "value": [f for f in fins if f != PODGROUP_PROTECTION]}],
+                         content_type="application/json-patch+json", retry_for=10)
 
 
 def _ready(node: JSON) -> bool:

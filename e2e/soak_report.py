@@ -280,6 +280,7 @@ class Fault:
     note: str = ""
     recovered: float | None = None  # epoch: the driver saw a live leader again
     old_restarted: float | None = None  # epoch: the old leader's slot runs a new process (kill -9, SIGSTOP)
+    back: float | None = None  # epoch: the restarted component is serving again (etcd, kube-apiserver)
 
 
 @dataclass
@@ -318,7 +319,8 @@ def takeovers(faults: Sequence[Fault], fence: FenceResult,
               starts: Mapping[str, Sequence[float]] | None = None) -> list[Takeover]:
     """For each fault, from the audit log: the old leader's last renewal before it, the first Lease write after
     it by another process (kill -9, SIGSTOP: another replica, or the old one's slot once it runs a new process)
-    or by any replica (control-plane restarts), and the first Binding by that replica after it."""
+    or by any replica once the restarted component serves again (etcd, kube-apiserver: a renewal in flight when
+    it went down does not count), and the first Binding by that replica after that."""
     out: list[Takeover] = []
     for f in faults:
         old = [w for w in fence.lease_writes if w.slot == f.slot and w.received <= f.at]
@@ -330,9 +332,10 @@ def takeovers(faults: Sequence[Fault], fence: FenceResult,
                 return True
             return f.old_restarted is not None and w.received > f.old_restarted
 
-        after = [w for w in fence.lease_writes if w.completed > f.at and not w.release and new_holder(w)]
+        since = f.at if other or f.back is None else f.back
+        after = [w for w in fence.lease_writes if w.completed > since and not w.release and new_holder(w)]
         acq = min(after, key=lambda w: w.completed) if after else None
-        binds = [b for b in fence.binds if b[0] >= f.at and (acq is None or b[1] == acq.slot)]
+        binds = [b for b in fence.binds if b[0] >= since and (acq is None or b[1] == acq.slot)]
         fb = min(binds) if binds else None
         new_process = acq is not None and (acq.slot != f.slot or any(
             f.at < t < acq.received for t in (starts or {}).get(acq.slot, ())))

@@ -7,6 +7,7 @@ tested) on its own.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections import Counter, defaultdict
@@ -299,6 +300,8 @@ class Takeover:
         if self.last_renewal is not None and f.kind in ("kill-9", "sigstop"):
             exp = self.last_renewal + lease_duration
             parts.append(f"lease expiry {exp - f.at:+.2f}s")
+        if f.back is not None:
+            parts.append(f"serving again {f.back - f.at:+.2f}s")
         if self.acquired is not None:
             who = (f"taken by {self.acquired_by}" + (" (restarted)" if self.acquired_by == f.slot else "")
                    if self.new_process else f"renewed by {self.acquired_by}")
@@ -332,9 +335,12 @@ def takeovers(faults: Sequence[Fault], fence: FenceResult,
                 return True
             return f.old_restarted is not None and w.received > f.old_restarted
 
-        since = f.at if other or f.back is None else f.back
-        after = [w for w in fence.lease_writes if w.completed > since and not w.release and new_holder(w)]
-        acq = min(after, key=lambda w: w.completed) if after else None
+        since = f.at
+        if other:
+            after = [w for w in fence.lease_writes if w.completed > since and not w.release and new_holder(w)]
+            acq = min(after, key=lambda w: w.completed) if after else None
+        else:
+            acq, since = _after_outage(fence.lease_writes, f.at)
         binds = [b for b in fence.binds if b[0] >= since and (acq is None or b[1] == acq.slot)]
         fb = min(binds) if binds else None
         new_process = acq is not None and (acq.slot != f.slot or any(
@@ -355,6 +361,22 @@ def violation_kinds(violations: Iterable[str]) -> Counter[str]:
         first = re.sub(r"\b\d+\.\d+", "#", first)
         out[first] += 1
     return out
+
+
+def _after_outage(lease_writes: Sequence[LeaseWrite], at: float, horizon: float = 120.0) -> tuple[LeaseWrite | None,
+                                                                                                  float]:
+    """The first Lease write after the longest pause in Lease writes that ends within ``horizon`` s after ``at``
+    (a control-plane restart: nothing is written while it is down; kube-apiserver may still serve renewals
+    during its SIGTERM grace, so the fault's start is not the outage's), and when that pause began."""
+    ws = sorted((w for w in lease_writes if not w.release), key=lambda w: w.completed)
+    best: tuple[float, LeaseWrite | None, float] = (-1.0, None, at)
+    for prev, nxt in itertools.pairwise(ws):
+        if nxt.completed <= at or nxt.completed > at + horizon:
+            continue
+        gap = nxt.completed - max(prev.completed, at)
+        if gap > best[0]:
+            best = (gap, nxt, max(prev.completed, at))
+    return best[1], best[2]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from scheduler.model import (
     ResourceSlice,
     claim_from,
     class_from,
+    forget_claim_spec,
     node_from,
     pod_from,
     pod_non_zero_requests,
@@ -608,11 +609,13 @@ class Cache:
             self._claim_cow.note(self._claims, key, None)
             if old is not None:
                 self.ledger.forget_claim(old.meta.uid)
+                forget_claim_spec(old.meta.uid)
             self._notify("ResourceClaim", event, old, None)
             return
         claim = claim_from(raw)
         if old is not None and old.meta.uid != claim.meta.uid:
             self.ledger.forget_claim(old.meta.uid)
+            forget_claim_spec(old.meta.uid)
         self._claims[key] = claim
         self._claim_cow.note(self._claims, key, claim)
         self.ledger.observe_claim(

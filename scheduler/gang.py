@@ -841,10 +841,19 @@ class GangScheduler:
                 lf.gs.topology = f"placed with composite pod group {cpg.meta.key} in {key}={value}"
         return ok, why
 
+    def forget_group(self, key: str) -> None:
+        self.groups.pop(key, None)
+        self.cycle_seconds.pop(key, None)
+        self.search_seconds.pop(key, None)
+
     def _on_cache_event(self, kind: str, event: str, old: Any, new: Any) -> None:
         """A member of a v1beta1 PodGroup preempted by the scheduler (its ``DisruptionTarget`` condition, reason
         PreemptionByScheduler) marks the group: ``DisruptionTarget=True`` on the PodGroup when the group as a whole is
-        disrupted (``disruptionMode: all``, or fewer than ``minCount`` members left)."""
+        disrupted (``disruptionMode: all``, or fewer than ``minCount`` members left). A deleted PodGroup takes what
+        was kept for it along (its GroupState and cycle timings: a scheduler under churn sees new groups all day)."""
+        if kind == "PodGroup" and event == "DELETED" and isinstance(old, PodGroup):
+            self.forget_group(old.meta.key)
+            return
         if kind != "Pod":
             return
         p = new if isinstance(new, Pod) else old

@@ -1056,6 +1056,12 @@ def _claim_spec(uid: str, spec_raw: Raw) -> ClaimSpec:
     return spec
 
 
+def forget_claim_spec(uid: str) -> None:
+    """The claim ``uid`` is deleted: its spec is not needed any more (the cache calls this, so a scheduler under
+    churn holds the specs of the claims that exist, not of the last 20,000 ever seen)."""
+    _CLAIM_SPECS.pop(uid, None)
+
+
 def claim_from(raw: Raw) -> ResourceClaim:
     status = _map(raw, "status")
     alloc = status.get("allocation")

@@ -55,6 +55,7 @@ class PodGroupStatusController:
         phase or that reason changes (once per change)."""
         pg = self.cache.podgroups().get(key)
         if pg is None or not pg.api_version.startswith(GROUP + "/"):
+            self._said.pop(key, None)  # deleted (or not ours to report): nothing to remember about it
             return False
         ns, name = key.split("/", 1)
         members = [p for p in self.cache.pods().values() if p.namespace == ns and p.pod_group == name]

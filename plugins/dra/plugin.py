@@ -126,12 +126,14 @@ from scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
+from scheduler.framework.memo import LRU, NodeStateMemo
 from scheduler.framework.registry import PluginSpec
 from scheduler.goduration import format_go_duration, parse_go_duration
 from scheduler.ledger import DeviceLedger, LedgerView
 from scheduler.model import (
     ALLOCATION_MODE_EXACT,
     CLAIM_FINALIZER,
+    ModelError,
     NodeSelector,
     Pod,
     ResourceClaim,
@@ -142,6 +144,8 @@ from scheduler.model import (
 from scheduler.workload_api import consumer_for, is_for_pod_group_by_pod, is_reserved_for_pod, scheduling_group
 
 log = structlog.get_logger("dra_scheduler.dra")
+
+TEMPLATES_KEPT = 8192  # retarget_template's memo (per Status object): the most recent
 
 NAME = "DynamicResources"
 STATE_KEY = "DynamicResources"
@@ -277,6 +281,27 @@ class _Extended:
         return self.claim.allocation is None
 
 
+def _rv_newer(a: str, b: str) -> bool:
+    """resourceVersion ``a`` is later than ``b`` (etcd revisions; the device ledger compares them the same way)."""
+    try:
+        return int(a) > int(b)
+    except ValueError:
+        return False
+
+
+@dataclass(eq=False, slots=True)
+class _InFlight:
+    """A claim allocated in a cycle and not yet written (Reserve to PreBind): what a second pod of the same claim
+    scheduled meanwhile reuses instead of allocating the claim again (which lost a 409 race at PreBind, the first
+    pod's allocation written in between). ``done`` is set when the first pod's PreBind wrote it (``written``: the
+    claim as the API server returned it) or its attempt gave it up (``written`` None)."""
+
+    allocation: ClaimAllocation
+    pod: str
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    written: dict[str, Any] | None = None
+
+
 @dataclass(slots=True)
 class _CycleData:
     claims: list[ResourceClaim]
@@ -303,6 +328,9 @@ class _CycleData:
     # where an allocation found with only extra pods added may also be recorded: the cycle's own per-node
     # allocations (a node that fits with the nominated pods' devices held fits without them too)
     origin_allocations: dict[str, list[ClaimAllocation]] | None = None
+    # claims this pod shares with a pod whose allocation of them is in flight: uid -> that allocation's record
+    # (PreBind waits for it to be written, then only adds this pod to reservedFor)
+    shared_in_flight: dict[str, _InFlight] = field(default_factory=dict)
 
     @property
     def dry(self) -> bool:
@@ -338,7 +366,13 @@ class DynamicResources:
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         # retarget_template: per Status object its template; per snapshot the claim keys of the pods asked about
-        self._templates: dict[int, tuple[Status, Hashable | None]] = {}
+        # (the entry holds its Status, so the id is not reused while it is kept; the most recent 8,192: a hopeless
+        # pod reads one per node, the nodes' statuses change as pods come and go)
+        self._templates: LRU[tuple[Status, Hashable | None]] = LRU(TEMPLATES_KEPT)
+        # claims allocated by a pod whose PreBind has not written them yet (uid -> record), and claims PreBind wrote
+        # whose watch event has not arrived yet (uid -> the claim as written): see _InFlight and _shared_view
+        self._in_flight: dict[str, _InFlight] = {}
+        self._written: dict[str, ResourceClaim] = {}
         self._claims_snap: Snapshot | None = None
         self._claims_of: dict[str, Any] = {}
         gates = args.get("featureGates") or {}
@@ -357,8 +391,10 @@ class DynamicResources:
         self.device_inputs: dict[tuple[int, int], DeviceInput] = {}
         self._device_inputs_gen = -1
         self._pools: dict[str, tuple[tuple[int, int, int], list[Pool]]] = {}
-        self._results: dict[tuple[Any, ...], tuple[list[ClaimAllocation] | None, str, Any]] = {}
-        self._may_help: dict[tuple[Any, ...], tuple[bool, Any]] = {}  # _eviction_may_help, keyed as _results
+        # per node, for its current object and ledger revision: (claims' signature, ext shape) -> (allocations or
+        # None, reason); and _eviction_may_help's answer per claims' signature
+        self._results: NodeStateMemo[tuple[list[ClaimAllocation] | None, str]] = NodeStateMemo()
+        self._may_help: NodeStateMemo[bool] = NodeStateMemo()
         self._taint_rules = TaintRuleTracker()  # DeviceTaintRules of the snapshots (plugins.dra.taintrules)
         self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
         bt = args.get("bindingTimeout")
@@ -417,6 +453,11 @@ class DynamicResources:
             return None, Status.skip()
         to_allocate: list[ResourceClaim] = []
         pinned: list[tuple[ResourceClaim, NodeSelector | None]] = []
+        shared_in_flight: dict[str, _InFlight] = {}
+        if len(self._written) > 64:  # written claims whose watch events came: a few per binding in flight
+            self._sweep_written(snap)
+        if self._written:
+            claims = [self._shared_view(snap, c) if c.allocation is None else c for c in claims]
         for c in claims:
             if c.allocation is not None:
                 reserved = is_reserved_for_pod(pod, c)
@@ -432,6 +473,13 @@ class DynamicResources:
                     # allocated in this gang cycle for another member of the group: use it like an
                     # allocated claim (pinned to its node); PreBind of that member writes it first
                     pinned.append((c, group_alloc.node_selector))
+                    continue
+                flight = self._in_flight.get(c.meta.uid)
+                if flight is not None and flight.pod != pod.uid:
+                    # allocated for another pod in a cycle whose PreBind has not written it yet: share that
+                    # allocation (pinned to its node); PreBind waits for the write, then reserves the claim
+                    pinned.append((c, flight.allocation.node_selector))
+                    shared_in_flight[c.meta.uid] = flight
                     continue
                 return None, Status.unresolvable(f"resource claim {c.key} is in the process of being allocated")
             for req in c.spec.requests:
@@ -479,9 +527,35 @@ class DynamicResources:
                 signature,
                 owner=self,
                 ext=ext,
+                shared_in_flight=shared_in_flight,
             ),
         )
         return None, Status.ok()
+
+    def _shared_view(self, snap: Snapshot, claim: ResourceClaim) -> ResourceClaim:
+        """``claim`` as this scheduler last wrote it when the watch has not brought that write yet (the claim of
+        another pod's binding, shared with this pod): allocated, where the informer's copy is not. Entries the
+        informer caught up with (or whose claim is gone) are dropped here."""
+        written = self._written.get(claim.meta.uid)
+        if written is None:
+            return claim
+        if _rv_newer(written.meta.resource_version, claim.meta.resource_version):
+            return written
+        del self._written[claim.meta.uid]
+        return claim
+
+    def _sweep_written(self, snap: Snapshot) -> None:
+        """Forget the written claims the informer has caught up with (or that are gone)."""
+        for uid, w in list(self._written.items()):
+            cur = snap.claims.get(w.key)
+            if cur is None or cur.meta.uid != uid or not _rv_newer(w.meta.resource_version, cur.meta.resource_version):
+                del self._written[uid]
+
+    def _remember_written(self, uid: str, written: Mapping[str, Any]) -> None:
+        try:
+            self._written[uid] = claim_from(written)
+        except (ModelError, KeyError, TypeError, ValueError):
+            self._written.pop(uid, None)
 
     def _pre_filter_extended(
         self,
@@ -593,9 +667,7 @@ class DynamicResources:
             reasons = tuple(_swap_claims(r, swap) for r in status.reasons)
             if not any(other.meta.name in r or other.meta.uid in r for r in reasons):
                 tpl = (status.code, status.plugin, len(theirs), reasons)
-        if len(self._templates) > 50_000:
-            self._templates.clear()
-        self._templates[id(status)] = (status, tpl)
+        self._templates.put(id(status), (status, tpl))
         return tpl
 
     def retarget_fill(self, state: CycleState, template: Hashable, pod: Pod) -> Status | None:
@@ -671,16 +743,13 @@ class DynamicResources:
         snap = state.snapshot
         if data.dry or data.ext is not None:
             return self._devices_in_use(snap, data, node) and self._enough_devices(state, data, node)
-        key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature)
-        got = self._may_help.get(key)
-        if got is None or got[1] is not node.node:
-            if len(self._may_help) > 200_000:
-                self._may_help.clear()
-            got = self._may_help[key] = (
-                self._devices_in_use(snap, data, node) and self._enough_devices(state, data, node),
-                node.node,
-            )
-        return got[0]
+        rev = snap.ledger.node_revision(node.name)
+        got = self._may_help.get(node.name, node.node, rev, data.signature)
+        if got is None:
+            self._may_help.retain(snap.node_names)
+            got = self._devices_in_use(snap, data, node) and self._enough_devices(state, data, node)
+            self._may_help.put(node.name, node.node, rev, data.signature, got)
+        return got
 
     def _devices_in_use(self, snap: Snapshot, data: _CycleData, node: NodeInfo) -> bool:
         ledger = data.ledger or snap.ledger
@@ -728,15 +797,15 @@ class DynamicResources:
         if data.ext is not None:
             nr, _ = self._ext_node(state, data.ext, node)
             ext_shape = (request_shape(nr.requests), nr.error, len(inputs))
-        key = (node.name, id(node.node), snap.ledger.node_revision(node.name), data.signature, ext_shape)
-        cached = self._results.get(key)
-        if cached is None or cached[2] is not node.node:
+        rev = snap.ledger.node_revision(node.name)
+        key = (data.signature, ext_shape)
+        cached = self._results.get(node.name, node.node, rev, key)
+        if cached is None:
             if data.allocator is not None and data.allocator.device_order is None:
                 data.allocator.device_order = state.read(DEVICE_ORDER_KEY)  # GpuTopology's PreFilter ran later
             computed = self._allocate(data, snap, node, inputs)
-            if len(self._results) > 200_000:
-                self._results.clear()
-            self._results[key] = (computed[0], computed[1], node.node)
+            self._results.retain(snap.node_names)
+            self._results.put(node.name, node.node, rev, key, computed)
             result, reason = computed
         else:
             self.stats["filter_cache_hits"] += 1
@@ -1059,7 +1128,19 @@ class DynamicResources:
         for claim, alloc in zip(data.alloc_claims(), allocs, strict=True):
             ledger.reserve(claim.meta.uid, claim.key, alloc.results)
             data.reserved.append(claim)
+            if any(c is claim for c in data.to_allocate):  # an API object (not the in-memory extended claim)
+                self._in_flight[claim.meta.uid] = _InFlight(alloc, pod.uid)
         return Status.ok()
+
+    def _land(self, uid: str, written: dict[str, Any] | None) -> None:
+        """The in-flight allocation of claim ``uid`` was written (``written``: the claim as stored) or given up."""
+        flight = self._in_flight.pop(uid, None)
+        if flight is None:
+            return
+        flight.written = written
+        flight.done.set()
+        if written is not None:
+            self._remember_written(uid, written)
 
     def unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
         data: _CycleData | None = state.read(STATE_KEY)
@@ -1067,6 +1148,9 @@ class DynamicResources:
             return
         for claim in data.reserved:
             state.snapshot.ledger.unreserve(claim.meta.uid)
+            flight = self._in_flight.get(claim.meta.uid)
+            if flight is not None and flight.pod == pod.uid:
+                self._land(claim.meta.uid, None)
         data.reserved.clear()
 
     # --- PreBind ---------------------------------------------------------------------------------------
@@ -1081,15 +1165,31 @@ class DynamicResources:
             if is_reserved_for_pod(pod, claim):  # the pod or its PodGroup (DRAWorkloadResourceClaims)
                 continue
             alloc = allocs.get(claim.meta.uid)
+            copy: Mapping[str, Any] | None = None
+            flight = data.shared_in_flight.get(claim.meta.uid)
+            if flight is not None:
+                # the pod this claim's allocation was made for writes it: wait for that, then reserve
+                await flight.done.wait()
+                if flight.written is None:
+                    return Status.error(
+                        f"claim {claim.key}: the allocation this pod was to share was given up by the pod it was made "
+                        "for; retrying"
+                    )
+                copy = flight.written
             try:
-                written = await self._bind_claim(api, claim, pod, alloc, _consumer(state, pod, claim))
+                written = await self._bind_claim(api, claim, pod, alloc, _consumer(state, pod, claim), copy)
             except _BindError as e:
+                if alloc is not None:
+                    self._land(claim.meta.uid, None)
                 return Status.error(str(e))
             data.written.append((claim, alloc is not None))
             data.latest[claim.meta.uid] = written
+            rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
             if alloc is not None:
-                rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
                 ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
+                self._land(claim.meta.uid, written)
+            elif claim.meta.uid in self._written or flight is not None:
+                self._remember_written(claim.meta.uid, written)
         if data.ext is not None:
             st = await self._pre_bind_extended(state, data, data.ext, pod, node, api)
             if not st.is_success:
@@ -1294,8 +1394,9 @@ class DynamicResources:
         pod: Pod,
         alloc: ClaimAllocation | None,
         consumer: dict[str, str] | None = None,
+        copy: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        obj: dict[str, Any] = _deep_copy(claim.raw)
+        obj: dict[str, Any] = _deep_copy(copy if copy is not None else claim.raw)
         for attempt in range(CONFLICT_RETRIES):
             if attempt:
                 await asyncio.sleep(0.01 * attempt)

@@ -84,6 +84,7 @@ DEFAULT_MULTI_DEVICE = 10
 DEFAULT_SCARCITY = 100
 SCARCITY_REFRESH = 128  # placements between two refreshes of the scarcity table (and on every new mix)
 _UNSET: Any = object()
+ORDER_MEMO_MAX = 20_000  # order_devices memo entries (node kind x state x need x ...) kept for one mix
 YOUNG = 256  # a mix of fewer pods than this is rebuilt whenever it has seen a new pod
 TOPOLOGY_KEY = "GpuTopology/explain"  # GpuTopology's PreFilter writes itself there (its view() models a node)
 
@@ -119,6 +120,7 @@ class DeviceFragmentation:
         self.scarcity = int(args.get("scarcity", DEFAULT_SCARCITY)) / 100
         self._seen: OrderedDict[str, Shape] = OrderedDict()  # pod uid -> shape, the window
         self._counts: dict[Shape, int] = {}
+        self._shapes: dict[Shape, Shape] = {}  # the window's distinct shapes, interned
         # the pending part of the window: seen, not reserved (a pod deleted while pending leaves with the window)
         self._pending: dict[str, Shape] = {}
         self._pending_counts: dict[Shape, int] = {}
@@ -128,6 +130,7 @@ class DeviceFragmentation:
         self._supply: dict[str, tuple[NodeModel, int, dict[Hashable, int], int]] = {}  # node -> its free per key
         # (kind, state, need, cpu/memory left, versions, own keys) -> device -> order_devices' sort key (or None)
         self._order_memo: dict[Hashable, dict[int, tuple[float, int, float, int] | None]] = {}
+        self._order_memo_mix: Mix | None = None  # the mix the memo's entries were computed with
         self._specs: dict[Hashable, tuple[ClaimInput, RequestSpec]] = {}  # request key -> a spec to match with
         self.mix = Mix(())
         self._since_rebuild = 0
@@ -170,6 +173,8 @@ class DeviceFragmentation:
         """Count a pod's shape once (by UID) in the sliding window; rebuild the mix when it has drifted."""
         if uid in self._seen:
             return
+        # one Shape object per distinct shape in the window (each pod's own equal copy is not kept)
+        shape = self._shapes.setdefault(shape, shape)
         self._seen[uid] = shape
         self._counts[shape] = self._counts.get(shape, 0) + 1
         self._add_pending(uid, shape)
@@ -181,6 +186,7 @@ class DeviceFragmentation:
                 self._counts[old] = n
             else:
                 del self._counts[old]
+                self._shapes.pop(old, None)
         self._since_rebuild += 1
         new_shape = shape.reqs and not any(s == shape for s, _ in self.mix.shapes)
         # Rebuild at 1, 2, 4, ... observations while the mix is young, then every window/4 pods or on a shape
@@ -327,8 +333,11 @@ class DeviceFragmentation:
         mkey = (model.memo_key, st, need, ranks, self.mix.version, scarce.view(own) if scarce else ())
         per_dev = self._order_memo.get(mkey)
         if per_dev is None:
-            if len(self._order_memo) > 20_000:
+            # entries of an older mix are never asked for again: dropped when the mix changes, and at most
+            # ORDER_MEMO_MAX kinds x states are kept for one mix (a long-lived mix under churn sees new states)
+            if self._order_memo_mix is not self.mix or len(self._order_memo) >= ORDER_MEMO_MAX:
                 self._order_memo.clear()
+                self._order_memo_mix = self.mix
             per_dev = self._order_memo[mkey] = {}
         scored: list[tuple[float, int, int, Candidate]] = []
         for i, c in enumerate(cands):

@@ -87,6 +87,10 @@ class Metrics(Protocol):
 
 _MISSING: Any = object()
 REUSED_REJECTIONS = "framework/reused-rejections"
+_ScoreEntry = tuple["NodeInfo", Hashable, tuple[int, ...]]
+# Signatures remembered (least recently used forgotten, with their memos and batch): the equal-pod reuse needs the
+# signatures of the pods being scheduled now, and a long-running scheduler sees new ones all the time.
+MAX_SIGNATURES = 512
 
 
 class NullMetrics:
@@ -185,10 +189,14 @@ class Framework:
         self._signers: list[SignPlugin] = list(dict.fromkeys(p for p in signers if isinstance(p, SignPlugin)))
         self._scorer_names = frozenset(ws.plugin.name for ws in self.scorers)
         self._tokeners: list[NodeTokenPlugin] = [p for p in self._signers if isinstance(p, NodeTokenPlugin)]
-        # (signature, node name) -> (NodeInfo, token, status) and (signature, node, plugin) -> (NodeInfo, token, score)
-        self._filter_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, Status, Pod]] = {}
-        self._score_memo: dict[tuple[Hashable, str], tuple[NodeInfo, Hashable, tuple[int, ...]]] = {}
+        # signature id -> node name -> (NodeInfo, token, status, pod), and signature id -> (active scorers, node
+        # name) -> (NodeInfo, token, scores); a node's entry is replaced when the node or its token changed
+        self._filter_memo: dict[Hashable, dict[str, tuple[NodeInfo, Hashable, Status, Pod]]] = {}
+        self._score_memo: dict[Hashable, dict[tuple[tuple[str, ...], str], _ScoreEntry]] = {}
+        # signature -> its id, least recently used first: at most MAX_SIGNATURES, and what is kept per signature
+        # (the memos above, the batch) goes with its id
         self._sig_ids: dict[Hashable, int] = {}
+        self._next_sig_id = 0
         self.memo_stats = {"filter_hits": 0, "filter_misses": 0, "score_hits": 0, "score_misses": 0}
         # Reuse between equal pods: "batch" (scheduler/framework/batch.py, else the per-node memo), "memo" (the
         # per-node memo only), "off" (every plugin runs on every node it is asked about). Results are the same.
@@ -264,17 +272,31 @@ class Framework:
                 return None
             parts.append(s)
         full = (pod.scheduler_name, tuple(parts), frozenset(state.skip_filter))
-        # Interned to a small int: memo keys then hash cheaply (a signature holds whole claim specs).
-        sid = self._sig_ids.get(full)
+        # Interned to a small int: memo keys then hash cheaply (a signature holds whole claim specs). Most recently
+        # used last; a signature can be unique to one pod (a pod's own ResourceClaim, its own affinity terms), so
+        # under churn the oldest are forgotten with everything kept for them, never the table cleared at a size.
+        ids = self._sig_ids
+        sid = ids.pop(full, None)
         if sid is None:
-            if len(self._sig_ids) > 100_000:
-                self._sig_ids.clear()
-                self._filter_memo.clear()
-                self._score_memo.clear()
-                if self._batch_runner is not None:  # its batches are keyed by these numbers too
-                    self._batch_runner.batches.clear()
-            sid = self._sig_ids[full] = len(self._sig_ids) + 1
+            self._next_sig_id += 1
+            sid = self._next_sig_id
+            if len(ids) >= MAX_SIGNATURES:
+                self._forget_signature(ids.pop(next(iter(ids))))
+        ids[full] = sid
         return sid
+
+    def _forget_signature(self, sid: int) -> None:
+        self._filter_memo.pop(sid, None)
+        self._score_memo.pop(sid, None)
+        if self._batch_runner is not None:  # its batches are keyed by these numbers too
+            self._batch_runner.batches.pop(sid, None)
+        # an id forgotten while a cycle still held it (e.g. signatures taken inside a preemption dry run) may have
+        # had memos made for it again: swept once they outnumber the ids remembered
+        for memo in (self._filter_memo, self._score_memo):
+            if len(memo) > len(self._sig_ids) + 64:
+                live = set(self._sig_ids.values())
+                for stale in [k for k in memo if k not in live]:
+                    del memo[stale]
 
     def _token(self, state: CycleState, node: NodeInfo) -> Hashable:
         """The node's token for this cycle (computed once per node per cycle)."""
@@ -317,8 +339,10 @@ class Framework:
         token = state.node_tokens.get(node.name, _MISSING)
         if token is _MISSING:
             token = self._token(state, node)
-        key = (sig, node.name)
-        hit = self._filter_memo.get(key)
+        memo = self._filter_memo.get(sig)
+        if memo is None:
+            memo = self._filter_memo[sig] = {}
+        hit = memo.get(node.name)
         if hit is not None and hit[0] is node and hit[1] == token:
             self.memo_stats["filter_hits"] += 1
             if hit[3] is not pod and hit[2].code != Code.SUCCESS:
@@ -332,9 +356,7 @@ class Framework:
         self.memo_stats["filter_misses"] += 1
         st = self.run_filter(state, pod, node)
         if st.code != Code.ERROR:
-            if len(self._filter_memo) > 500_000:
-                self._filter_memo.clear()
-            self._filter_memo[key] = (node, token, st, pod)
+            memo[node.name] = (node, token, st, pod)
         return st
 
     def own_rejections(
@@ -603,8 +625,10 @@ class Framework:
         active plugins are reused together while the node and its token are unchanged."""
         if sig is None:
             return [[ws.plugin.score(state, pod, n) for n in nodes] for ws in active]
-        memo = self._score_memo
-        key0 = (sig, tuple([ws.plugin.name for ws in active]))
+        memo = self._score_memo.get(sig)
+        if memo is None:
+            memo = self._score_memo[sig] = {}
+        key0 = tuple([ws.plugin.name for ws in active])
         tokens = state.node_tokens
         rows: list[list[int]] = [[0] * len(nodes) for _ in active]
         hits = 0
@@ -625,8 +649,6 @@ class Framework:
                 rows[i][j] = v
         self.memo_stats["score_hits"] += hits * len(active)
         self.memo_stats["score_misses"] += (len(nodes) - hits) * len(active)
-        if len(memo) > 500_000:
-            memo.clear()
         return rows
 
     def run_score(

@@ -1,0 +1,102 @@
+"""Bounded memos for plugins of a scheduler that runs for weeks.
+
+A memo keyed by a node's *state* (its object and a revision) gains an entry every time the node changes, and the
+old ones are never asked for again: a plain dict keyed by ``(node, revision, ...)`` grows with every pod placed or
+deleted (under churn, tens of KB per pod) until some size cap clears it. :class:`NodeStateMemo` keeps, per node, the
+entries of the node's current state only: a new state replaces the node's entries, so the memo holds at most
+``nodes x keys per node`` entries, whatever the churn. :class:`LRU` bounds a memo keyed by anything else (a pod's
+status, a shape) by recency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+MISSING: object = object()
+
+
+class NodeStateMemo(Generic[V]):
+    """``(node name, node state, key) -> value``, keeping only each node's latest state.
+
+    ``state`` is compared by identity for its first part (the immutable Node object: a new object is a new node
+    even under a recycled name) and by equality for the rest (a revision). At most ``per_node`` keys are kept for
+    one node state (oldest dropped), so keys unique to one pod (its own claim's signature) stay bounded too."""
+
+    __slots__ = ("_names", "_nodes", "per_node")
+
+    def __init__(self, per_node: int = 256) -> None:
+        self._nodes: dict[str, tuple[object, Hashable, dict[Hashable, V]]] = {}
+        self.per_node = per_node
+        self._names: object = None
+
+    def get(self, node: str, obj: object, rev: Hashable, key: Hashable) -> V | None:
+        got = self._nodes.get(node)
+        if got is None or got[0] is not obj or got[1] != rev:
+            return None
+        return got[2].get(key)
+
+    def put(self, node: str, obj: object, rev: Hashable, key: Hashable, value: V) -> None:
+        got = self._nodes.get(node)
+        if got is None or got[0] is not obj or got[1] != rev:
+            got = self._nodes[node] = (obj, rev, {})
+        entries = got[2]
+        if len(entries) >= self.per_node and key not in entries:
+            del entries[next(iter(entries))]
+        entries[key] = value
+
+    def retain(self, nodes: Iterable[str]) -> None:
+        """Forget the nodes not in ``nodes`` (deleted ones). Cheap to call every cycle with the snapshot's node
+        name tuple: it only looks when that is another object than last time (the node set changed)."""
+        if nodes is self._names:
+            return
+        self._names = nodes
+        keep = set(nodes)
+        for name in [n for n in self._nodes if n not in keep]:
+            del self._nodes[name]
+
+    def __len__(self) -> int:
+        """Entries held, over all nodes."""
+        return sum(len(e[2]) for e in self._nodes.values())
+
+    def node_count(self) -> int:
+        return len(self._nodes)
+
+
+class LRU(Generic[V]):
+    """A dict of at most ``size`` entries; the least recently read or written is dropped first."""
+
+    __slots__ = ("_data", "size")
+
+    def __init__(self, size: int) -> None:
+        self._data: dict[Hashable, V] = {}
+        self.size = size
+
+    def get(self, key: Hashable) -> V | None:
+        data = self._data
+        value = data.pop(key, MISSING)
+        if value is MISSING:
+            return None
+        data[key] = value  # type: ignore[assignment]
+        return value  # type: ignore[return-value]
+
+    def put(self, key: Hashable, value: V) -> None:
+        data = self._data
+        data.pop(key, None)
+        if len(data) >= self.size:
+            del data[next(iter(data))]
+        data[key] = value
+
+    def pop(self, key: Hashable) -> V | None:
+        return self._data.pop(key, None)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data

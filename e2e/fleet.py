@@ -534,6 +534,15 @@ class SchedulerProcess:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
+    def metric_labeled(self, name: str, **labels: str) -> float:
+        """Sum of the samples of one metric family whose labels include ``labels`` (0 when none)."""
+        total = 0.0
+        want = [f'{k}="{v}"' for k, v in labels.items()]
+        for line in self.http("/metrics")[1].splitlines():
+            if line.startswith(name + "{") and all(w in line.split("}", 1)[0] for w in want):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

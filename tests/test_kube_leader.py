@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.client import KubeConnection, LiveAPI
+from scheduler.kube.client import Fenced, KubeConnection, LiveAPI
 from scheduler.kube.leader import LeaderElector
 from tests.fake_apiserver import FakeAPIServer, eventually
 
@@ -112,3 +112,31 @@ async def test_lost_callback_when_renewal_fails_past_the_deadline(server: FakeAP
 def test_durations_must_be_ordered() -> None:
     with pytest.raises(ValueError):
         LeaderElector(None, lease_duration=10, renew_deadline=10, retry_period=2)  # type: ignore[arg-type]
+
+
+async def test_a_frozen_leader_is_fenced_before_its_renew_loop_notices(server: FakeAPIServer, api: LiveAPI) -> None:
+    """A leader stopped past its lease (SIGSTOP, a long pause) wakes up with its renew loop not yet run: its
+    connection must refuse to send a write at once, by the monotonic clock (which runs while a process is
+    stopped), while Lease requests still go out (that is how it finds out)."""
+    now = [0.0]
+    el = LeaderElector(api, identity="a", clock=lambda: now[0], **FAST)
+    api.conn.write_fence = el.holds
+    assert not el.holds()  # a standby never writes
+    task = asyncio.create_task(el.run())
+    await asyncio.wait_for(el.is_leader.wait(), 5)
+    assert el.holds()
+    server.add("Pod", {"metadata": {"name": "p", "namespace": "default"}, "spec": {}})
+    await api.bind("default", "p", server.get("Pod", "default", "p")["metadata"]["uid"], "node-1")  # sent
+    task.cancel()  # the renew loop stops (the process is frozen)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    now[0] += FAST["renew_deadline"]  # ... for as long as the renew deadline: the lease may be someone else's
+    assert not el.holds()
+    sent = server.count("POST", "binding")
+    with pytest.raises(Fenced):
+        await api.bind("default", "p", "uid", "node-2")
+    with pytest.raises(Fenced):
+        await api.patch("Pod", "default", "p", {"metadata": {"labels": {"a": "b"}}})
+    assert server.count("POST", "binding") == sent  # nothing reached the API server
+    assert await api.get("Lease", "kube-system", "dra-scheduler")  # reads are not fenced
+    assert api.conn.requests[("create", "pods/binding", "fenced")] == 1

@@ -311,3 +311,24 @@ async def test_a_binding_cycle_error_is_retried(server: FakeAPIServer) -> None:
         text = (await get(app.opts.metrics_port, "/metrics"))[1]
         assert 'scheduler_schedule_attempts_total{profile="dra-scheduler",result="error"} 1.0' in text
         assert 'scheduler_schedule_attempts_total{profile="dra-scheduler",result="scheduled"} 1.0' in text
+
+
+async def test_a_standby_takes_over_with_warm_caches_without_listing_again(server: FakeAPIServer) -> None:
+    """kube-scheduler's standby keeps its informers watching and starts scheduling from them when it wins the
+    lease; so does ours now (it re-listed every informer on winning: seconds at 10,000 pods)."""
+
+    def lists() -> int:
+        return sum(1 for m, p, q, _ in server.requests if m == "GET" and p.endswith("/pods") and "watch" not in q)
+
+    cluster(server)
+    async with running(server, leader_elect=True, identity="one") as (one, task_one):
+        await asyncio.wait_for(one.scheduling.wait(), 10)
+        async with running(server, leader_elect=True, identity="two") as (two, _task_two):
+            await eventually(lambda: two.ready()[0])
+            before = lists()
+            one.stop()
+            assert await asyncio.wait_for(task_one, 10) == 0
+            await asyncio.wait_for(two.scheduling.wait(), 5)
+            claim_and_pod(server, "p1")  # seen by the standby's watch, scheduled by the new leader
+            await eventually(lambda: bound(server, "p1") == "node-1")
+            assert lists() == before

@@ -77,6 +77,12 @@ class Unreachable(ApiError):
     status = 0
 
 
+class Fenced(ApiError):
+    """A write this replica must not send: it does not hold the leader lease (``KubeConnection.write_fence``)."""
+
+    status = 0
+
+
 def error_for(status: int, body: bytes | str, what: str) -> ApiError:
     """The scheduler exception for an HTTP error answer (a ``Status`` body gives the message)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
@@ -405,6 +411,9 @@ class KubeConnection:
         self._background: list[asyncio.Task[Any]] = []
         # set by from_kubeconfig: the endpoint and credentials for other clients (kopf) of the same cluster
         self.login: Callable[[], Awaitable[dict[str, Any]]] | None = None
+        # with leader election: asked right before a write (not a read, not a Lease request) is sent; False = the
+        # write is not sent (Fenced). Siblings share it.
+        self.write_fence: Callable[[], bool] | None = None
 
     @classmethod
     async def from_kubeconfig(
@@ -534,6 +543,7 @@ class KubeConnection:
             max_inflight=self.inflight.limit,
         )
         other.login = self.login
+        other.write_fence = self.write_fence
         return other
 
     async def probe(self, timeout: float) -> str:
@@ -670,6 +680,10 @@ class KubeConnection:
             retry_after = 0.0
             try:
                 async with self.inflight.place(priority, critical):
+                    fence = self.write_fence
+                    if fence is not None and not critical and not idempotent and not fence():
+                        self.requests[verb, resource, "fenced"] += 1
+                        raise Fenced(f"{what}: not sent: this replica does not hold the leader lease")
                     status, retry_header, raw = await self._send(method, path, params, data, headers, timeout)
             except ConnectFailed as e:  # not sent
                 self.requests[verb, resource, "error"] += 1

@@ -96,6 +96,10 @@ class LeaderElector:
         self.clock = clock
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
+        # our clock's time before which the lease is surely ours: the start of the last successful acquire/renew
+        # request plus the renew deadline (the API server stamped the record after that start, and the others
+        # count the lease duration, longer than the deadline, from when they see it)
+        self._valid_until = 0.0
         self.observed_holder = ""
         self._observed_record: Any = None
         self._observed_time = 0.0
@@ -142,10 +146,21 @@ class LeaderElector:
             if self.clock() - last_renew >= self.renew_deadline:
                 return  # could not renew in time
 
+    def holds(self) -> bool:
+        """Whether writing now is safe: the lease is ours, renewed less than the renew deadline ago (by our
+        monotonic clock, which also runs while the process is stopped). The scheduler's connections ask this
+        before every write (``KubeConnection.write_fence``): a leader frozen past its lease (SIGSTOP, a long GC
+        pause, a suspended VM) that wakes up cannot send one more Binding before its renew loop notices."""
+        return self.is_leader.is_set() and not self.lost.is_set() and self.clock() < self._valid_until
+
     async def _try(self, deadline: float) -> bool:
         try:
             async with asyncio.timeout(max(deadline, 0.01)):  # not wait_for: 3.11 can lose a cancel
-                return await self._try_acquire_or_renew()
+                start = self.clock()
+                ok = await self._try_acquire_or_renew()
+                if ok:
+                    self._valid_until = start + self.renew_deadline
+                return ok
         except TimeoutError:
             self._log.warning("lease request timed out")
         except ApiError as e:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench.fleet import scale_fleet
+from scheduler.api import Conflict
 from scheduler.cache import Cache
 from scheduler.config import default_config
 from scheduler.memapi import InMemoryAPI
@@ -83,6 +84,22 @@ def _setup(pods: int, nodes: int = 3) -> tuple[InMemoryAPI, Scheduler, DelayedWa
     return api, sched, watch
 
 
+def _count_conflicts(api: InMemoryAPI) -> list[str]:
+    """Every 409 the API answers to a ResourceClaim write, recorded."""
+    seen: list[str] = []
+    update = api.update
+
+    async def counting(kind: str, obj: Obj, subresource: str = "") -> Obj:
+        try:
+            return await update(kind, obj, subresource)
+        except Conflict:
+            seen.append(f"{kind}/{subresource}")
+            raise
+
+    api.update = counting  # type: ignore[method-assign]
+    return seen
+
+
 async def _cycle(sched: Scheduler) -> str:
     info = sched.queue.pop()
     assert info is not None
@@ -94,6 +111,7 @@ async def _cycle(sched: Scheduler) -> str:
 def test_pods_of_one_claim_share_the_allocation_in_flight(pods: int) -> None:
     async def go() -> None:
         api, sched, watch = _setup(pods)
+        conflicts = _count_conflicts(api)
         # every pod is scheduled before the first one's binding task has written anything
         nodes = [await _cycle(sched) for _ in range(pods)]
         assert len(set(nodes)) == 1 and nodes[0], nodes
@@ -108,6 +126,8 @@ def test_pods_of_one_claim_share_the_allocation_in_flight(pods: int) -> None:
         assert sched.attempts["scheduled"] == pods
         assert sched.attempts["unschedulable"] == 0 and sched.attempts["error"] == 0
         assert not [e for e in api.events if e.get("reason") == "FailedScheduling"]
+        # the pods add themselves to reservedFor one after the other, each from the last write: no 409 among them
+        assert conflicts == []
 
     asyncio.run(go())
 

@@ -281,6 +281,10 @@ class _Extended:
         return self.claim.allocation is None
 
 
+def _rv_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
 def _rv_newer(a: str, b: str) -> bool:
     """resourceVersion ``a`` is later than ``b`` (etcd revisions; the device ledger compares them the same way)."""
     try:
@@ -372,7 +376,8 @@ class DynamicResources:
         # claims allocated by a pod whose PreBind has not written them yet (uid -> record), and claims PreBind wrote
         # whose watch event has not arrived yet (uid -> the claim as written): see _InFlight and _shared_view
         self._in_flight: dict[str, _InFlight] = {}
-        self._written: dict[str, ResourceClaim] = {}
+        self._written: dict[str, dict[str, Any]] = {}
+        self._claim_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # claim uid -> (its lock, users)
         self._claims_snap: Snapshot | None = None
         self._claims_of: dict[str, Any] = {}
         gates = args.get("featureGates") or {}
@@ -539,23 +544,25 @@ class DynamicResources:
         written = self._written.get(claim.meta.uid)
         if written is None:
             return claim
-        if _rv_newer(written.meta.resource_version, claim.meta.resource_version):
-            return written
+        if _rv_newer(_rv_of(written), claim.meta.resource_version):
+            try:
+                return claim_from(written)
+            except (ModelError, KeyError, TypeError, ValueError):
+                pass
         del self._written[claim.meta.uid]
         return claim
 
     def _sweep_written(self, snap: Snapshot) -> None:
         """Forget the written claims the informer has caught up with (or that are gone)."""
         for uid, w in list(self._written.items()):
-            cur = snap.claims.get(w.key)
-            if cur is None or cur.meta.uid != uid or not _rv_newer(w.meta.resource_version, cur.meta.resource_version):
+            meta = w.get("metadata") or {}
+            cur = snap.claims.get(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            if cur is None or cur.meta.uid != uid or not _rv_newer(_rv_of(w), cur.meta.resource_version):
                 del self._written[uid]
 
-    def _remember_written(self, uid: str, written: Mapping[str, Any]) -> None:
-        try:
-            self._written[uid] = claim_from(written)
-        except (ModelError, KeyError, TypeError, ValueError):
-            self._written.pop(uid, None)
+    def _remember_written(self, uid: str, written: dict[str, Any]) -> None:
+        """What the API server returned for a claim write (kept, never changed, until the informer has it)."""
+        self._written[uid] = written
 
     def _pre_filter_extended(
         self,
@@ -1132,6 +1139,21 @@ class DynamicResources:
                 self._in_flight[claim.meta.uid] = _InFlight(alloc, pod.uid)
         return Status.ok()
 
+    def _claim_lock(self, uid: str) -> asyncio.Lock:
+        got = self._claim_locks.get(uid)
+        if got is None:
+            got = self._claim_locks[uid] = (asyncio.Lock(), [0])
+        got[1][0] += 1
+        return got[0]
+
+    def _claim_unlock(self, uid: str, lock: asyncio.Lock) -> None:
+        """One user of the claim's lock is done; the last one drops it (nothing kept per claim afterwards)."""
+        got = self._claim_locks.get(uid)
+        if got is not None and got[0] is lock:
+            got[1][0] -= 1
+            if got[1][0] <= 0:
+                del self._claim_locks[uid]
+
     def _land(self, uid: str, written: dict[str, Any] | None) -> None:
         """The in-flight allocation of claim ``uid`` was written (``written``: the claim as stored) or given up."""
         flight = self._in_flight.pop(uid, None)
@@ -1176,20 +1198,29 @@ class DynamicResources:
                         "for; retrying"
                     )
                 copy = flight.written
+            # One write at a time per claim from this scheduler, each from the newest copy it knows (its own last
+            # write included): pods sharing a claim then add themselves to reservedFor one after the other
+            # instead of racing each other into 409s from the same resourceVersion.
+            lock = self._claim_lock(claim.meta.uid)
             try:
-                written = await self._bind_claim(api, claim, pod, alloc, _consumer(state, pod, claim), copy)
+                async with lock:
+                    for other in (claim.raw, self._written.get(claim.meta.uid)):
+                        if other is not None and (copy is None or _rv_newer(_rv_of(other), _rv_of(copy))):
+                            copy = other
+                    written = await self._bind_claim(api, claim, pod, alloc, _consumer(state, pod, claim), copy)
+                    self._remember_written(claim.meta.uid, written)
             except _BindError as e:
                 if alloc is not None:
                     self._land(claim.meta.uid, None)
                 return Status.error(str(e))
+            finally:
+                self._claim_unlock(claim.meta.uid, lock)
             data.written.append((claim, alloc is not None))
             data.latest[claim.meta.uid] = written
-            rv = str((written.get("metadata") or {}).get("resourceVersion", ""))
+            rv = _rv_of(written)
             if alloc is not None:
                 ledger.assume(claim.meta.uid, claim.key, alloc.results, rv)
                 self._land(claim.meta.uid, written)
-            elif claim.meta.uid in self._written or flight is not None:
-                self._remember_written(claim.meta.uid, written)
         if data.ext is not None:
             st = await self._pre_bind_extended(state, data, data.ext, pod, node, api)
             if not st.is_success:

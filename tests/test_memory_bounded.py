@@ -211,3 +211,24 @@ def test_memory_does_not_grow_with_the_pods_churned_through(monkeypatch: pytest.
     grown = samples[-1][1] - samples[0][1]
     pods = samples[-1][0] - samples[0][0]
     assert per_pod < 1024, f"{grown / 2**20:.2f} MiB more over {pods} pods: {per_pod:.0f} B per pod"
+
+
+def test_a_node_state_memo_keeps_only_each_nodes_current_state() -> None:
+    """scheduler/framework/memo.py: a new state of a node (another Node object, another revision) replaces the
+    node's entries; a node state holds at most ``per_node`` keys; deleted nodes are forgotten by ``retain``."""
+    from scheduler.framework.memo import NodeStateMemo
+
+    memo: NodeStateMemo[int] = NodeStateMemo(per_node=3)
+    a, b = object(), object()
+    for rev in range(100):
+        memo.put("n1", a, rev, "sig", rev)
+    assert len(memo) == 1 and memo.get("n1", a, 99, "sig") == 99 and memo.get("n1", a, 98, "sig") is None
+    memo.put("n1", b, 99, "sig", -1)  # a re-created node under the same name: not the old entries
+    assert memo.get("n1", a, 99, "sig") is None and memo.get("n1", b, 99, "sig") == -1
+    for i in range(10):
+        memo.put("n1", b, 99, f"k{i}", i)
+    assert len(memo) == 3 and memo.get("n1", b, 99, "k9") == 9 and memo.get("n1", b, 99, "k0") is None
+    memo.put("n2", a, 0, "sig", 1)
+    names = ("n2",)
+    memo.retain(names)
+    assert memo.node_count() == 1 and memo.get("n2", a, 0, "sig") == 1

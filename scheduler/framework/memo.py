@@ -4,8 +4,7 @@ A memo keyed by a node's *state* (its object and a revision) gains an entry ever
 old ones are never asked for again: a plain dict keyed by ``(node, revision, ...)`` grows with every pod placed or
 deleted (under churn, tens of KB per pod) until some size cap clears it. :class:`NodeStateMemo` keeps, per node, the
 entries of the node's current state only: a new state replaces the node's entries, so the memo holds at most
-``nodes x keys per node`` entries, whatever the churn. :class:`LRU` bounds a memo keyed by anything else (a pod's
-status, a shape) by recency.
+``nodes x keys per node`` entries, whatever the churn.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
-
-MISSING: object = object()
 
 
 class NodeStateMemo(Generic[V]):
@@ -63,40 +60,3 @@ class NodeStateMemo(Generic[V]):
 
     def node_count(self) -> int:
         return len(self._nodes)
-
-
-class LRU(Generic[V]):
-    """A dict of at most ``size`` entries; the least recently read or written is dropped first."""
-
-    __slots__ = ("_data", "size")
-
-    def __init__(self, size: int) -> None:
-        self._data: dict[Hashable, V] = {}
-        self.size = size
-
-    def get(self, key: Hashable) -> V | None:
-        data = self._data
-        value = data.pop(key, MISSING)
-        if value is MISSING:
-            return None
-        data[key] = value  # type: ignore[assignment]
-        return value  # type: ignore[return-value]
-
-    def put(self, key: Hashable, value: V) -> None:
-        data = self._data
-        data.pop(key, None)
-        if len(data) >= self.size:
-            del data[next(iter(data))]
-        data[key] = value
-
-    def pop(self, key: Hashable) -> V | None:
-        return self._data.pop(key, None)
-
-    def clear(self) -> None:
-        self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data

@@ -674,11 +674,10 @@ class Soak:
                 del self.first_seen[key]
         for key, msg in ages.items():
             first = self.first_seen.setdefault(key, now_e)
-            if key.startswith("pend:"):  # a pod's age counts from its creation
+            if key.startswith("pend:"):  # a pending pod's age counts from its creation
                 p = by_name.get(key.split("/", 1)[1])
                 if p is not None:
-                    first = max(first, rfc3339_seconds(p["metadata"]["creationTimestamp"]))
-                    first = min(first, now_e)
+                    first = min(first, rfc3339_seconds(p["metadata"]["creationTimestamp"]))
             start = max(first, self.epoch(self.quiet_since))
             if not self.fault_active and now_e - start > self.opts.grace:
                 self.violation(key, f"{msg} for {now_e - first:.0f}s (grace {self.opts.grace:g}s)")

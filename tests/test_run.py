@@ -332,3 +332,40 @@ async def test_a_standby_takes_over_with_warm_caches_without_listing_again(serve
             claim_and_pod(server, "p1")  # seen by the standby's watch, scheduled by the new leader
             await eventually(lambda: bound(server, "p1") == "node-1")
             assert lists() == before
+
+
+def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> None:
+    """SIGUSR2 (``SchedulerApp.memory_report``): with allocations traced, the largest sites and, from the second
+    report on, what grew since the previous one; without tracing, how to turn it on."""
+    import io
+    import json
+    import logging
+    import tracemalloc
+
+    import structlog
+
+    from scheduler.logging import configure_logging
+
+    saved, root = structlog.get_config(), logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    out = io.StringIO()
+    configure_logging(level="info", fmt="json", stream=out)
+    try:
+        app = SchedulerApp(options())
+        app.memory_report()
+        assert "PYTHONTRACEMALLOC=1" in out.getvalue()
+        tracemalloc.start(1)
+        try:
+            app.memory_report()
+            hoard = [bytearray(1000) for _ in range(2000)]  # ~2 MB from one line of this file
+            app.memory_report()
+        finally:
+            tracemalloc.stop()
+    finally:
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    reports = [json.loads(line) for line in out.getvalue().splitlines() if '"memory report"' in line]
+    assert len(reports) == 2 and reports[0]["grown_since_last_report"] == []
+    grown = reports[1]["grown_since_last_report"]
+    assert grown and "test_run.py" in grown[0] and len(hoard) == 2000

@@ -263,3 +263,13 @@ async def test_rate_limit_applies_to_requests(server: FakeAPIServer) -> None:
         assert conn.limiter.throttled_requests >= 2
     finally:
         await conn.close()
+
+
+async def test_discovery_asks_again_when_a_restarted_api_server_refuses_it(server: FakeAPIServer, api: LiveAPI) -> None:
+    """A kube-apiserver just restarted answers 403 until its authorizer has loaded: that is not "not served"
+    (the soak saw a replica start without PodGroup informers and report every gang's PodGroup missing)."""
+    server.fail("GET", "/apis/scheduling.x-k8s.io/v1alpha1", 403, times=2)
+    assert await api.serves(PODGROUP_X) is True
+    server.fail("GET", "/apis/scheduling.x-k8s.io/v1alpha1", 403, times=100)
+    assert await api.serves(PODGROUP_X, tries=2) is False  # still refused after the retries: not served, said so
+    assert await api.serves(PODGROUP_UPSTREAM) is False  # 404: no retry needed

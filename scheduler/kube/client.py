@@ -77,6 +77,9 @@ class Unreachable(ApiError):
     status = 0
 
 
+DISCOVERY_TRIES = 6  # LiveAPI.serves: a failed discovery request is asked again 5 times (0.25 .. 4 s apart)
+
+
 class Fenced(ApiError):
     """A write this replica must not send: it does not hold the leader lease (``KubeConnection.write_fence``)."""
 
@@ -810,15 +813,24 @@ class LiveAPI:
         self.served.update(zip(OPTIONAL, found, strict=True))
         return dict(self.served)
 
-    async def serves(self, r: Resource) -> bool:
-        try:
-            doc = await self.conn.request("GET", r.group_version_path)
-        except NotFound:
-            return False
-        except ApiError as e:
-            log.warning("API discovery failed; treating the API as not served", api=r.api_version, error=str(e))
-            return False
-        return any(isinstance(x, dict) and x.get("name") == r.plural for x in (doc or {}).get("resources") or [])
+    async def serves(self, r: Resource, tries: int = DISCOVERY_TRIES) -> bool:
+        """Whether the API server serves ``r``: 404 on its group version means no. Any other failure (a kube-apiserver
+        just restarted answers 403 until its authorizer has loaded, or 5xx, or nothing) is asked again with backoff
+        before it counts as "not served": a replica started then ran without its PodGroup informers, and as leader
+        told every gang member its PodGroup did not exist, until the next discovery round 30 s later."""
+        for attempt in range(tries):
+            try:
+                doc = await self.conn.request("GET", r.group_version_path)
+            except NotFound:
+                return False
+            except ApiError as e:
+                if attempt + 1 < tries:
+                    await asyncio.sleep(min(4.0, 0.25 * 2**attempt))
+                    continue
+                log.warning("API discovery failed; treating the API as not served", api=r.api_version, error=str(e))
+                return False
+            return any(isinstance(x, dict) and x.get("name") == r.plural for x in (doc or {}).get("resources") or [])
+        return False
 
     def _resource(self, kind: str, api_version: str = "") -> Resource:
         r = resource_for(kind, api_version)

@@ -887,6 +887,8 @@ class GangScheduler:
                 f"{' ...' if len(gs.victims) > 3 else ''}); {why}"
             )
             gs.disruption_time = gs.disruption_time or self.s.wallclock()
+            if not self.s.writes_allowed():  # a standby notes it (for when it leads) and leaves the write to the leader
+                return
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:

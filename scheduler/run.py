@@ -390,6 +390,8 @@ class SchedulerApp:
             # no write leaves this process unless the lease is surely ours at that moment (scheduler/kube/leader.py
             # LeaderElector.holds): a standby never writes, a leader frozen past its lease cannot write on waking
             self.conn.write_fence = self.elector.holds
+            if self.sched is not None:
+                self.sched.writes_allowed = self.elector.holds
             if self.events_conn is not None:
                 self.events_conn.write_fence = self.elector.holds
             self.metrics.leader.labels(name=opts.lease_name).set(0)

@@ -90,6 +90,9 @@ class Scheduler:
         self.clock = clock or MonotonicClock()
         self.metrics = metrics or NullMetrics()
         self.inline_binding = inline_binding
+        # whether this process may write now (a leader-elected replica: while its lease is surely held); writes
+        # made outside a scheduling cycle, from watch events, ask it first (GangScheduler's group conditions)
+        self.writes_allowed: Callable[[], bool] = lambda: True
         # RFC 3339 time for condition timestamps; simulate passes a deterministic one
         self.wallclock = wallclock or (lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         reg = registry if registry is not None else default_registry()

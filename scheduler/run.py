@@ -219,6 +219,10 @@ class SchedulerApp:
     def stop(self) -> None:
         self._stop.set()
 
+    def _holds_lease(self) -> bool:
+        """With --leader-elect, whether a write may leave this process now (scheduler/kube/leader.py ``holds``)."""
+        return self.elector is not None and self.elector.holds()
+
     def memory_report(self) -> None:
         """SIGUSR2: log where the Python heap's memory is (the 20 largest allocation sites) and what grew most
         since the previous report, when the process traces allocations (started with ``PYTHONTRACEMALLOC=1`` or
@@ -322,6 +326,10 @@ class SchedulerApp:
                 return self.exit_code
         except ApiError as e:  # Unreachable after --connect-timeout, 401, TLS verification
             return self._fail(str(e), "API server not usable", host=self.conn.host)
+        if opts.leader_elect:
+            # fenced from the start: nothing is written before this replica holds the lease (the informers' first
+            # events reach handlers that write, e.g. a gang's conditions, before the elector exists)
+            self.conn.write_fence = self._holds_lease
         self.events_conn = self.conn.sibling()
         self.api = api = LiveAPI(self.conn, events_conn=self.events_conn)
         self._watch_api(self.conn, self.events_conn, api)
@@ -358,6 +366,8 @@ class SchedulerApp:
             return self._fail("invalid leader election settings: " + "; ".join(le_errors), "invalid leader election")
 
         self.sched = Scheduler(self.cache, api, config, metrics=self.metrics, inline_binding=False)
+        if opts.leader_elect:
+            self.sched.writes_allowed = self._holds_lease
         for name, fw in self.sched.profiles.items():
             fw.metrics = self.metrics.for_profile(name)
 
@@ -389,11 +399,6 @@ class SchedulerApp:
             )
             # no write leaves this process unless the lease is surely ours at that moment (scheduler/kube/leader.py
             # LeaderElector.holds): a standby never writes, a leader frozen past its lease cannot write on waking
-            self.conn.write_fence = self.elector.holds
-            if self.sched is not None:
-                self.sched.writes_allowed = self.elector.holds
-            if self.events_conn is not None:
-                self.events_conn.write_fence = self.elector.holds
             self.metrics.leader.labels(name=opts.lease_name).set(0)
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
             if not await self._until(self.elector.is_leader.wait()):

@@ -369,3 +369,22 @@ def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> Non
     assert len(reports) == 2 and reports[0]["grown_since_last_report"] == []
     grown = reports[1]["grown_since_last_report"]
     assert grown and "test_run.py" in grown[0] and len(hoard) == 2000
+
+
+async def test_a_standby_is_fenced_from_its_first_request(server: FakeAPIServer) -> None:
+    """With --leader-elect nothing is written before the lease is held: the fence is on the connection from the
+    start (the informers' first events reach handlers that write, such as a gang's PodGroup conditions, before the
+    elector exists; make soak saw a restarted replica patch PodGroup status while the other held the Lease)."""
+    cluster(server)
+    async with running(server, leader_elect=True, identity="one") as (one, _task_one):
+        await asyncio.wait_for(one.scheduling.wait(), 10)
+        async with running(server, leader_elect=True, identity="two") as (two, _task_two):
+            await eventually(lambda: two.conn is not None and two.conn.write_fence is not None)
+            assert two.conn is not None and two.conn.write_fence is not None
+            assert not two.conn.write_fence()
+            await eventually(lambda: two.ready()[0])
+            assert two.sched is not None and not two.sched.writes_allowed()
+            assert two.events_conn is not None and two.events_conn.write_fence is not None
+            assert not two.events_conn.write_fence()
+            assert one.conn is not None and one.conn.write_fence is not None and one.conn.write_fence()
+            assert one.sched is not None and one.sched.writes_allowed()

@@ -388,3 +388,29 @@ async def test_a_standby_is_fenced_from_its_first_request(server: FakeAPIServer)
             assert not two.events_conn.write_fence()
             assert one.conn is not None and one.conn.write_fence is not None and one.conn.write_fence()
             assert one.sched is not None and one.sched.writes_allowed()
+
+
+def test_kopfs_unclosed_watch_stream_at_exit_is_a_warning_not_a_traceback() -> None:
+    """run's loop exception handler: kopf's ``infinite_watch`` generator, finalised at exit while it reconnects,
+    is reported as one warning; any other unhandled error still reaches asyncio's default handler."""
+    from scheduler import run as run_module
+
+    async def infinite_watch() -> Any:
+        yield 1
+
+    async def other() -> Any:
+        yield 1
+
+    seen: list[dict[str, Any]] = []
+
+    class Loop:
+        def default_exception_handler(self, context: dict[str, Any]) -> None:
+            seen.append(context)
+
+    loop: Any = Loop()
+    err = RuntimeError("generator didn't stop after athrow()")
+    run_module._loop_exception(loop, {"message": "closing", "exception": err, "asyncgen": infinite_watch()})
+    assert seen == []
+    ctx = {"message": "closing", "exception": err, "asyncgen": other()}
+    run_module._loop_exception(loop, ctx)
+    assert seen == [ctx]

@@ -398,8 +398,7 @@ class SchedulerApp:
                 retry_period=opts.retry_period,
                 on_lost=self._lease_lost,
             )
-            # no write leaves this process unless the lease is surely ours at that moment (scheduler/kube/leader.py
-            # LeaderElector.holds): a standby never writes, a leader frozen past its lease cannot write on waking
+            # the write fence set on the connection at start-up (_holds_lease) asks this elector from now on
             self.metrics.leader.labels(name=opts.lease_name).set(0)
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
             if not await self._until(self.elector.is_leader.wait()):

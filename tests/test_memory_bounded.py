@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from bench.fleet import scale_fleet
+from e2e.fleet import claim_template, gpu_pod  # the live suites' pod and template builders
 from plugins.dra import plugin as dra_plugin
 from plugins.fragmentation import plugin as fragmentation_plugin
 from scheduler.cache import Cache
@@ -35,32 +36,6 @@ from scheduler.scheduler import Scheduler
 Obj = dict[str, Any]
 NS = "churn"
 GPU = "gpu.nvidia.com"
-
-
-def _template(count: int) -> Obj:
-    exactly = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": count}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": f"t{count}", "namespace": NS},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
-    }
-
-
-def _gpu_pod(name: str, template: str | None = None, claim: str | None = None) -> Obj:
-    src = {"resourceClaimTemplateName": template} if template else {"resourceClaimName": claim}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "schedulerName": "dra-scheduler",
-            "resourceClaims": [{"name": "gpu", **src}],
-            "containers": [
-                {"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}
-            ],
-        },
-    }
 
 
 def _cpu_pod(name: str, app: str) -> Obj:
@@ -90,7 +65,7 @@ class Churn:
         for o in scale_fleet(nodes):
             self.api.load_shared(o["kind"], o)
         for c in (1, 2, 4, 8):
-            self.api.load_shared("ResourceClaimTemplate", _template(c))
+            self.api.load_shared("ResourceClaimTemplate", claim_template(NS, f"t{c}", count=c))
         self.per_round = per_round
         self.rng = random.Random(seed)
         self.ids = itertools.count()
@@ -121,12 +96,13 @@ class Churn:
                 )
                 names = [f"s{i}-{j}" for j in range(2)]
                 for n in names:
-                    await self.api.create("Pod", _gpu_pod(n, claim=claim))
+                    await self.api.create("Pod", gpu_pod(NS, n, claim=claim))
                 self.shared[claim] = names
                 self.live.extend(names)
                 made += 2
             else:
-                stored = await self.api.create("Pod", _gpu_pod(f"g{i}", template=f"t{rng.choice((1, 1, 1, 2, 4, 8))}"))
+                size = rng.choice((1, 1, 1, 2, 4, 8))
+                stored = await self.api.create("Pod", gpu_pod(NS, f"g{i}", template=f"t{size}"))
                 await create_pod_claims(self.api, stored)
                 self.live.append(f"g{i}")
                 made += 1

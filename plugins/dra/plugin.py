@@ -1159,14 +1159,13 @@ class DynamicResources:
                 del self._claim_locks[uid]
 
     def _land(self, uid: str, written: dict[str, Any] | None) -> None:
-        """The in-flight allocation of claim ``uid`` was written (``written``: the claim as stored) or given up."""
+        """The in-flight allocation of claim ``uid`` was written (``written``: the claim as stored, which PreBind
+        already remembered) or given up."""
         flight = self._in_flight.pop(uid, None)
         if flight is None:
             return
         flight.written = written
         flight.done.set()
-        if written is not None:
-            self._remember_written(uid, written)
 
     def unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
         data: _CycleData | None = state.read(STATE_KEY)

@@ -75,6 +75,25 @@ class ClusterInfo:
         return proc
 
 
+def wait_established(info: ClusterInfo, *crds: str, timeout: float = 60.0) -> None:
+    """Wait until the CRDs are Established. ``kubectl wait --for=condition=Established`` on a CRD created a moment
+    ago can fail at once with "status.conditions accessor error: <nil>" (the API server has not written the
+    status yet); that answer is retried until ``timeout``, any other failure raises ClusterError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+        proc = info.kubectl("wait", "--for=condition=Established", f"--timeout={int(left)}s",
+                            *(f"crd/{c}" for c in crds), check=False, timeout=left + 30)
+        if proc.returncode == 0:
+            return
+        transient = "accessor error" in proc.stderr or "NotFound" in proc.stderr
+        if not transient or time.monotonic() >= deadline:
+            raise ClusterError(
+                f"CRDs {', '.join(crds)} not Established within {timeout:g}s:\n{proc.stderr}{proc.stdout}"
+            )
+        time.sleep(0.5)
+
+
 def versions() -> dict[str, str]:
     """The pinned versions and settings of e2e/versions.env."""
     return _parse_env_file(E2E_DIR / "versions.env")

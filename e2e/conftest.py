@@ -67,8 +67,7 @@ def cluster_info() -> Iterator[cluster.ClusterInfo]:
         pytest.fail(f"the e2e control plane could not be built or started:\n{e}", pytrace=False)
     try:
         info.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
-        info.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/podgroups.scheduling.x-k8s.io")
+        cluster.wait_established(info, "podgroups.scheduling.x-k8s.io")
     except cluster.ClusterError as e:
         pytest.fail(f"cannot install the PodGroup CRD:\n{e}", pytrace=False)
     print(f"\ncontrol plane ready in {time.monotonic() - t0:.1f}s ({info.server}, run dir {info.run_dir})")

@@ -454,7 +454,7 @@ class Soak:
     def setup(self) -> None:
         k, o = self.kube, self.opts
         self.info.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
-        self.info.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io")
+        cluster.wait_established(self.info, "podgroups.scheduling.x-k8s.io")
         for pc in (priority_class(PC_LOW, 100), priority_class(PC_HIGH, 100000)):
             k.create(pc, exist_ok=True)
         self.ns = fresh_namespace(k, "soak")
@@ -1498,8 +1498,9 @@ def run(info: cluster.ClusterInfo, opts: Options, out: Path, restore_audit: bool
     soak = Soak(info, opts, out)
     try:
         soak.run()
-    except BaseException:
-        soak.say("the soak driver failed; stopping the replicas")
+    except BaseException as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        soak.violation("driver", f"the soak driver failed ({type(e).__name__}: {first}); stopping the replicas")
         raise
     finally:
         soak.churn_stop.set()

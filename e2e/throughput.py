@@ -254,7 +254,8 @@ def rounds_of(b: Bench, regime: str, mode: str, rounds: int, audit: bool, result
             r = run_round(b, sched, regime, mode, i)
             results.append(r)
             print_round(r)
-            took = clean_namespace(b.kube, NAMESPACE)
+            # the API server deletes 10,000 pods and kube-controller-manager their claims at ~50-100/s here
+            took = clean_namespace(b.kube, NAMESPACE, timeout=max(240.0, 0.06 * r.pods))
             print(f"  checked: {r.pods} pods bound, {r.pods} distinct devices; cleaned up in {took:.1f}s", flush=True)
 
 

@@ -171,6 +171,8 @@ class FakeAPIServer:
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
         self.headers: list[dict[str, str]] = []
         self._fail: list[list[Any]] = []  # [method, path suffix, status, times]
+        self.delays: dict[tuple[str, str], float] = {}  # (method, path suffix) -> seconds before it is handled
+        self.handled: list[tuple[str, str]] = []  # (method, path) of every request, in the order it was acted on
         self.app = web.Application()
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner: web.AppRunner | None = None
@@ -330,6 +332,10 @@ class FakeAPIServer:
             body = json.loads(raw) if raw else None
         self.requests.append((request.method, path, dict(request.query), body))
         self.headers.append(dict(request.headers))
+        delay = next((d for (m, suffix), d in self.delays.items() if m == request.method and path.endswith(suffix)), 0)
+        if delay:
+            await asyncio.sleep(delay)  # handled later, even if the client gives up on it meanwhile
+        self.handled.append((request.method, path))
         for f in self._fail:
             if f[3] > 0 and f[0] == request.method and path.endswith(f[1]):
                 f[3] -= 1

@@ -140,3 +140,66 @@ async def test_a_frozen_leader_is_fenced_before_its_renew_loop_notices(server: F
     assert server.count("POST", "binding") == sent  # nothing reached the API server
     assert await api.get("Lease", "kube-system", "dra-scheduler")  # reads are not fenced
     assert api.conn.requests[("create", "pods/binding", "fenced")] == 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def held(holder: str, rv: int, renew: str, duration: int = 6) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "dra-scheduler", "namespace": "kube-system", "resourceVersion": str(rv)},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": renew},
+    }
+
+
+def test_a_standby_fed_by_the_watch_tries_at_the_moment_the_lease_expires() -> None:
+    """client-go polls every retry period and so takes a dead leader's lease up to two periods after expiry (the
+    renewal seen one period late, the attempt on the next tick). A standby fed the Lease's watch events notes the
+    renewal when it happens and wakes at expiry + EXPIRY_MARGIN; the expiry rule is unchanged (lease duration
+    after the record last changed, on our clock)."""
+    from scheduler.kube.leader import EXPIRY_MARGIN
+
+    clock = Clock()
+    el = LeaderElector(None, identity="b", lease_duration=6.0, renew_deadline=4.0, retry_period=2.0, clock=clock)  # type: ignore[arg-type]
+    el.observe(held("a", 10, "t1"))
+    assert el.observed_holder == "a"
+    clock.t = 100.5  # far from expiry: the normal jittered tick
+    assert 2.0 <= el._acquire_wait() <= 2.4
+    clock.t = 105.0  # one second before expiry: wake at expiry, not a tick later
+    assert el._acquire_wait() == pytest.approx(1.0 + EXPIRY_MARGIN)
+    clock.t = 105.5
+    el.observe(held("a", 11, "t2"))  # a renewal arrives: the lease is fresh again, by our clock
+    assert 2.0 <= el._acquire_wait() <= 2.4
+    clock.t = 111.4
+    assert el._acquire_wait() == pytest.approx(0.1 + EXPIRY_MARGIN)
+    clock.t = 120.0  # expired already: at once
+    assert el._acquire_wait() == 0.0
+
+
+def test_a_free_or_own_lease_waits_a_normal_tick() -> None:
+    clock = Clock()
+    el = LeaderElector(None, identity="b", lease_duration=6.0, renew_deadline=4.0, retry_period=2.0, clock=clock)  # type: ignore[arg-type]
+    assert 2.0 <= el._acquire_wait() <= 2.4  # nothing seen yet
+    el.observe(held("", 3, "t0"))
+    clock.t = 105.9
+    assert 2.0 <= el._acquire_wait() <= 2.4
+
+
+def test_an_older_or_repeated_watch_event_does_not_refresh_the_lease() -> None:
+    """A watch that replays an older state (a re-list answered from a lagging cache) must not make an expired
+    lease look renewed: only a newer resourceVersion is a new observation."""
+    clock = Clock()
+    el = LeaderElector(None, identity="b", lease_duration=6.0, renew_deadline=4.0, retry_period=2.0, clock=clock)  # type: ignore[arg-type]
+    el.observe(held("a", 10, "t1"))
+    clock.t = 104.0
+    el.observe(held("a", 9, "t0"))  # older
+    el.observe(held("a", 10, "t1"))  # the same again
+    el.observe({**held("a", 12, "t5"), "metadata": {"name": "other-lease", "resourceVersion": "12"}})  # not ours
+    assert el._observed_time == 100.0
+    el.observe(held("a", 12, "t2"))
+    assert el._observed_time == 104.0

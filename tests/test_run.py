@@ -336,7 +336,8 @@ async def test_a_standby_takes_over_with_warm_caches_without_listing_again(serve
 
 def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> None:
     """SIGUSR2 (``SchedulerApp.memory_report``): with allocations traced, the largest sites and, from the second
-    report on, what grew since the previous one; without tracing, how to turn it on."""
+    report on, what grew since the previous one; without tracing, live objects by type and what grew, pymalloc's
+    arenas and the RSS before and after glibc's malloc_trim (scheduler/memory.py), and how to turn tracing on."""
     import io
     import json
     import logging
@@ -353,7 +354,21 @@ def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> Non
     try:
         app = SchedulerApp(options())
         app.memory_report()
+
+        class Hoarded:
+            pass
+
+        kept = [Hoarded() for _ in range(3000)]
+        app.memory_report()
         assert "PYTHONTRACEMALLOC=1" in out.getvalue()
+        untraced = [json.loads(line) for line in out.getvalue().splitlines() if '"memory report"' in line]
+        assert len(untraced) == 2 and untraced[0]["grown_since_last_report"] == []
+        assert untraced[1]["grown_since_last_report"][0] == "test_memory_report_names_the_largest_allocation_sites_" \
+            "and_what_grew.<locals>.Hoarded +3000" and len(kept) == 3000
+        assert untraced[1]["rss_kib"] > 0 and untraced[1]["pymalloc"]["arenas_current"] > 0
+        assert untraced[1]["pymalloc"]["used_bytes"] > 0 and untraced[1]["gc_objects"] > 3000
+        out.seek(0)
+        out.truncate()
         tracemalloc.start(1)
         try:
             app.memory_report()
@@ -414,3 +429,28 @@ def test_kopfs_unclosed_watch_stream_at_exit_is_a_warning_not_a_traceback() -> N
     ctx = {"message": "closing", "exception": err, "asyncgen": other()}
     run_module._loop_exception(loop, ctx)
     assert seen == [ctx]
+
+
+async def test_a_graceful_stop_releases_the_lease_after_its_last_write(server: FakeAPIServer) -> None:
+    """Giving the lease up tells a standby it may write at once, so no write of the old leader may reach the API
+    server after the release. make soak saw a PodGroup status patch land 8 ms after a release: the task that sent
+    it (the status controller's) was cancelled at shutdown, but a request already on the wire is still acted on.
+    Now the fence is closed first, the writes in flight are waited for (KubeConnection.writes_settled), and only
+    then are the tasks cancelled and the lease released."""
+    cluster(server)
+    server.add("Pod", {"metadata": {"name": "p1"}, "spec": {"schedulerName": "other"}, "status": {"phase": "Pending"}})
+    server.delays[("PATCH", "/pods/p1/status")] = 1.0  # a slow status write
+    async with running(server, leader_elect=True, identity="one") as (one, task_one):
+        await asyncio.wait_for(one.scheduling.wait(), 10)
+        assert one.api is not None
+        patch = {"status": {"conditions": [{"type": "Example", "status": "True"}]}}
+        one._tasks.append(asyncio.create_task(one.api.patch("Pod", "default", "p1", patch, subresource="status")))
+        await eventually(lambda: any(m == "PATCH" and p.endswith("/pods/p1/status") for m, p, _, _ in server.requests))
+        one.stop()
+        assert await asyncio.wait_for(task_one, 10) == 0
+        await asyncio.sleep(1.2)  # the server has acted on everything it received
+    handled = server.handled
+    release = max(i for i, (m, p) in enumerate(handled) if m == "PUT" and "/leases/" in p)
+    assert server.get("Lease", "kube-system", "dra-scheduler")["spec"].get("holderIdentity") is None  # type: ignore[index]
+    late = [handled[i] for i, (m, p) in enumerate(handled) if i > release and m != "GET" and "/leases/" not in p]
+    assert ("PATCH", "/api/v1/namespaces/default/pods/p1/status") in handled[:release] and late == []

@@ -417,6 +417,10 @@ class KubeConnection:
         # with leader election: asked right before a write (not a read, not a Lease request) is sent; False = the
         # write is not sent (Fenced). Siblings share it.
         self.write_fence: Callable[[], bool] | None = None
+        # writes sent and not answered yet: a replica giving its lease up waits for them first, so none of its
+        # writes reaches the API server after the release (a cancelled request may already be on the wire)
+        self.writes_in_flight = 0
+        self._writes_idle: asyncio.Event | None = None
 
     @classmethod
     async def from_kubeconfig(
@@ -687,7 +691,14 @@ class KubeConnection:
                     if fence is not None and not critical and not idempotent and not fence():
                         self.requests[verb, resource, "fenced"] += 1
                         raise Fenced(f"{what}: not sent: this replica does not hold the leader lease")
-                    status, retry_header, raw = await self._send(method, path, params, data, headers, timeout)
+                    if idempotent or critical:
+                        status, retry_header, raw = await self._send(method, path, params, data, headers, timeout)
+                    else:
+                        self._write_started()
+                        try:
+                            status, retry_header, raw = await self._send(method, path, params, data, headers, timeout)
+                        finally:
+                            self._write_ended()
             except ConnectFailed as e:  # not sent
                 self.requests[verb, resource, "error"] += 1
                 if not retry_unsent or attempt >= RETRIES:
@@ -708,6 +719,29 @@ class KubeConnection:
             delay = max(retry_after, 0.1 * 2**attempt * random.uniform(0.5, 1.5))
             log.info("retrying request", request=what, attempt=attempt, delay=round(delay, 3))
             await asyncio.sleep(delay)
+
+    def _write_started(self) -> None:
+        self.writes_in_flight += 1
+        if self._writes_idle is not None:
+            self._writes_idle.clear()
+
+    def _write_ended(self) -> None:
+        self.writes_in_flight -= 1
+        if self.writes_in_flight == 0 and self._writes_idle is not None:
+            self._writes_idle.set()
+
+    async def writes_settled(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until no write of this connection is in flight; False on timeout."""
+        if self.writes_in_flight == 0:
+            return True
+        if self._writes_idle is None:
+            self._writes_idle = asyncio.Event()
+        try:
+            async with asyncio.timeout(timeout):  # not wait_for: 3.11 can lose a cancel
+                await self._writes_idle.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def _send(
         self,

@@ -13,16 +13,20 @@ Modelled on kube-scheduler's ``PriorityQueue`` (``pkg/scheduler/backend/queue``)
 * **backoff**: a heap ordered by backoff expiry. Backoff is ``initial * 2**(attempts-1)`` capped at
   ``max``, measured from the last failed attempt; a pod that never failed is not backing off.
 * **unschedulable**: pods that did not fit, with the plugins that rejected them. A cluster event
-  ``(kind, action)`` moves a pod when one of its rejecting plugins registered that event (a plugin
-  absent from ``events`` counts as registering every event, as kube-scheduler does for plugins without
-  EnqueueExtensions; a pod with no recorded plugin is moved by every event). ``flush`` moves pods
-  that have waited longer than ``max_in_unschedulable``.
+  ``(kind, action)`` with its ``old`` / ``new`` objects moves a pod when, among its rejecting plugins that
+  registered that event, one has no QueueingHint for it or one's hint answers ``QUEUE`` for this pod
+  (kube-scheduler's ``isPodWorthRequeuing``, pkg/scheduler/backend/queue/scheduling_queue.go; a hint that
+  raises counts as ``QUEUE``, logged once per plugin and event). A plugin absent from ``events`` counts as
+  registering every event, as kube-scheduler does for plugins without EnqueueExtensions; a pod with no
+  recorded plugin is moved by every event; an event given without objects skips the hints (every
+  registering plugin queues). ``flush`` moves pods that have waited longer than ``max_in_unschedulable``.
 * **gated**: pods PreEnqueue rejected; re-checked on update, on an event the gating plugin
   registered, and by ``flush`` after ``max_in_unschedulable``.
 * **in flight**: popped, attempt not finished. Events that arrive meanwhile are remembered so that a
   pod that then fails goes to backoff instead of waiting for an event that already happened
   (kube-scheduler's ``moveRequestCycle`` rule, refined as its in-flight event list: only events
-  that would have moved the pod count).
+  that would have moved the pod count, QueueingHints applied with the event's objects at the end of the
+  attempt, as upstream's ``determineSchedulingHintForInFlightPod``).
 
 Contract for the scheduling loop: ``pop`` → read ``scheduling_cycle`` → attempt → on failure
 ``add_unschedulable`` / ``add_backoff`` *then* ``done``; on success ``done`` (the pod is forgotten).
@@ -30,9 +34,9 @@ Contract for the scheduling loop: ``pop`` → read ``scheduling_cycle`` → atte
 requeued) do nothing, as kube-scheduler does not requeue a pod that is gone.
 
 Single-threaded (asyncio): no locks. ``pre_enqueue`` and ``pod_filter`` must not call back into the
-queue. A pod is never in two pools; every operation is O(log n) except ``on_event`` (linear in the
-candidate pods, i.e. those whose rejecting plugins registered the event) and ``flush`` (linear in
-the pods it moves).
+queue, and neither may QueueingHints. A pod is never in two pools; every operation is O(log n) except
+``on_event`` (linear in the candidate pods, i.e. those whose rejecting plugins registered the event: one
+hint call each at most per rejecting plugin) and ``flush`` (linear in the pods it moves).
 """
 
 from __future__ import annotations
@@ -42,9 +46,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from scheduler.framework.interface import QueuedPodInfo, Status
+import structlog
+
+from scheduler.framework.interface import QueuedPodInfo, QueueingHint, QueueingHintFn, Status
 
 if TYPE_CHECKING:
     from scheduler.model import Pod
@@ -58,6 +64,10 @@ IN_FLIGHT: Final = "in_flight"
 WILDCARD: Final = "*"
 _NO_PLUGIN: Final = ""  # index bucket for pods with no recorded rejecting plugin
 _MAX_INFLIGHT_EVENTS: Final = 10_000
+
+log = structlog.get_logger("dra_scheduler")
+
+Hints = Mapping[str, Mapping[tuple[str, str], QueueingHintFn]]  # plugin -> registered event -> hint
 
 
 class Clock(Protocol):
@@ -115,6 +125,8 @@ class _InFlightEvent:
     kind: str
     action: str
     pod_filter: PodFilter | None
+    old: Any = None
+    new: Any = None
 
 
 class _Heap:
@@ -217,9 +229,12 @@ class SchedulingQueue:
         pre_enqueue: Callable[[Pod], Status] | None = None,
         events: Mapping[str, set[tuple[str, str]]] | None = None,
         arrival: Callable[[Pod], float] | None = None,
+        hints: Hints | None = None,
     ) -> None:
         """``arrival``: the queue timestamp of a pod's first add, on ``clock``'s time line (default: ``clock.now()``,
-        when the informer delivered the pod); ``simulate`` passes the pod's ``creationTimestamp``."""
+        when the informer delivered the pod); ``simulate`` passes the pod's ``creationTimestamp``.
+        ``events``: plugin -> the events it registered (None: every plugin registers every event); ``hints``:
+        plugin -> registered event -> its QueueingHintFn (``Framework.queueing_hints``)."""
         if initial_backoff < 0 or max_backoff < initial_backoff:
             raise ValueError("need 0 <= initial_backoff <= max_backoff")
         if max_in_unschedulable < 0:
@@ -234,6 +249,10 @@ class SchedulingQueue:
         self._events: dict[str, frozenset[tuple[str, str]]] | None = (
             None if events is None else {p: frozenset(ev) for p, ev in events.items()}
         )
+        self._hints: dict[str, dict[tuple[str, str], QueueingHintFn]] = {}
+        self.set_hints(hints)
+        self._hint_faults: set[tuple[str, str, str]] = set()  # (plugin, kind, action) whose hint raised (logged)
+        self.hint_errors = 0  # hints that raised (each counted as QUEUE)
 
         def active_lt(a: _Entry, b: _Entry) -> bool:
             if less(a.info, b.info):
@@ -266,6 +285,10 @@ class SchedulingQueue:
     @property
     def scheduling_cycle(self) -> int:
         return self._cycle
+
+    def set_hints(self, hints: Hints | None) -> None:
+        """Replace the QueueingHints (a reconfiguration built new plugin instances)."""
+        self._hints = {} if hints is None else {p: dict(h) for p, h in hints.items()}
 
     def add(self, pod: Pod) -> None:
         """A new pending pod. A pod already known is updated instead; an assigned pod is dropped."""
@@ -445,17 +468,32 @@ class SchedulingQueue:
         self._stamp(e, e.last_failure)
         self._requeue(e)
 
-    def on_event(self, kind: str, action: str, pod_filter: PodFilter | None = None) -> int:
+    def on_event(
+        self,
+        kind: str,
+        action: str,
+        pod_filter: PodFilter | None = None,
+        *,
+        old: Any = None,
+        new: Any = None,
+    ) -> int:
+        """A cluster event: move the waiting pods it may have made schedulable; returns how many reached
+        active/backoff. ``old`` / ``new``: the event's objects, handed to the QueueingHints (both None: no
+        hints, every registering plugin queues). ``pod_filter``: a cheap pre-filter (e.g. the pods that use
+        this claim); a pod it refuses does not move."""
         if self._in_flight:
-            self._record_inflight_event(_InFlightEvent(self._cycle, kind, action, pod_filter))
+            self._record_inflight_event(_InFlightEvent(self._cycle, kind, action, pod_filter, old, new))
         candidates: dict[str, _Entry] = {}
         for plugin, keys in self._by_plugin.items():
             if plugin == _NO_PLUGIN or self._registered(plugin, kind, action):
                 for key in keys:
                     candidates[key] = self._entries[key]
+        with_objects = old is not None or new is not None
         moved = 0
         for e in candidates.values():
             if pod_filter is not None and not _filter_ok(pod_filter, e.info.pod):
+                continue
+            if with_objects and not self._worth(e.info.pod, e.info.unschedulable_plugins, kind, action, old, new):
                 continue
             moved += self._release(e)
         return moved
@@ -640,6 +678,43 @@ class SchedulingQueue:
     def _matches(self, plugins: set[str], kind: str, action: str) -> bool:
         return not plugins or any(self._registered(p, kind, action) for p in plugins)
 
+    def _hint(self, plugin: str, kind: str, action: str) -> QueueingHintFn | None:
+        hints = self._hints.get(plugin)
+        if not hints:
+            return None
+        return (
+            hints.get((kind, action))
+            or hints.get((kind, WILDCARD))
+            or hints.get((WILDCARD, action))
+            or hints.get((WILDCARD, WILDCARD))
+        )
+
+    def _worth(self, pod: Pod, plugins: set[str], kind: str, action: str, old: Any, new: Any) -> bool:
+        """upstream ``isPodWorthRequeuing``: no rejecting plugin → yes; else yes when a rejecting plugin that
+        registered the event has no hint for it, or its hint answers QUEUE (or raises)."""
+        if not plugins:
+            return True
+        for plugin in plugins:
+            if not self._registered(plugin, kind, action):
+                continue
+            fn = self._hint(plugin, kind, action)
+            if fn is None:
+                return True
+            try:
+                if fn(pod, old, new) == QueueingHint.QUEUE:
+                    return True
+            except Exception as err:  # upstream: a hint's error is logged and the pod is queued
+                self.hint_errors += 1
+                fault = (plugin, kind, action)
+                if fault not in self._hint_faults:
+                    self._hint_faults.add(fault)
+                    log.warning(
+                        "queueing hint failed; the pod is queued",
+                        plugin=plugin, cluster_event=f"{kind}/{action}", pod=pod.key, error=repr(err),
+                    )
+                return True
+        return False
+
     def _record_inflight_event(self, ev: _InFlightEvent) -> None:
         self._inflight_events.append(ev)
         if len(self._inflight_events) > _MAX_INFLIGHT_EVENTS:
@@ -653,7 +728,11 @@ class SchedulingQueue:
         for ev in reversed(self._inflight_events):
             if ev.cycle < pod_cycle:
                 break
-            if self._matches(plugins, ev.kind, ev.action) and (ev.pod_filter is None or _filter_ok(ev.pod_filter, pod)):
+            if not self._matches(plugins, ev.kind, ev.action):
+                continue
+            if ev.pod_filter is not None and not _filter_ok(ev.pod_filter, pod):
+                continue
+            if (ev.old is None and ev.new is None) or self._worth(pod, plugins, ev.kind, ev.action, ev.old, ev.new):
                 return True
         return False
 

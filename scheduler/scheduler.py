@@ -29,7 +29,15 @@ from scheduler.api import ApiError, ClusterAPI, NotFound, pod_writes
 from scheduler.cache import Cache, NodeInfo
 from scheduler.coexistence import DoubleAllocationDetector
 from scheduler.config import SchedulerConfig
-from scheduler.framework.interface import Code, CycleState, PostFilterResult, QueuedPodInfo, Status
+from scheduler.framework.interface import (
+    Code,
+    CycleState,
+    PostFilterResult,
+    QueuedPodInfo,
+    QueueingHint,
+    QueueingHintFn,
+    Status,
+)
 from scheduler.framework.nominator import NOOP, OVERRIDE, Nominator, status_nominated_node
 from scheduler.framework.registry import PluginSpec, default_registry
 from scheduler.framework.runtime import Framework, Metrics, NullMetrics
@@ -114,6 +122,7 @@ class Scheduler:
             pre_enqueue=self._pre_enqueue,
             events=events,
             arrival=queue_timestamp,
+            hints=profile_hints(self.profiles),
         )
         self._next_start = 0
         self._binding_tasks: set[asyncio.Task[bool]] = set()
@@ -180,16 +189,22 @@ class Scheduler:
             await self.write_failure(pod, reason, message, event=False)
 
     def _on_cache_event(self, kind: str, event: str, old: Any, new: Any) -> None:
+        """Feed the queue: pending pods in and out, and every cluster event with its old and new objects, which
+        the rejecting plugins' QueueingHints read to decide whether a waiting pod may now fit."""
         action = _ACTIONS.get(event, "Update")
         q = self.queue
         if kind == "Pod":
+            nominated = isinstance(old, Pod) and bool(self.nominator.node_of(old) or status_nominated_node(old))
             self._track_nomination(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
             if event == "DELETED":
                 assert isinstance(old, Pod)
                 q.delete(old.key)
                 self._gated_messages.pop(old.key, None)
-                if old.node_name:
-                    q.on_event("Pod", "Delete")
+                # an assigned pod frees what it held; a nominated one what was held for it (upstream: the deletion
+                # of any pod is an event; the hints skip unassigned, unnominated ones, e.g. Fit's
+                # isSchedulableAfterPodEvent)
+                if old.node_name or nominated:
+                    q.on_event("Pod", "Delete", old=old, new=None)
                 return
             assert isinstance(new, Pod)
             if self.responsible(new) and not new.meta.deleting:
@@ -199,9 +214,10 @@ class Scheduler:
                     q.add(new)
             elif new.key in q:
                 q.delete(new.key)
-            assigned = _assigned_pod_action(old if isinstance(old, Pod) else None, new)
+            prev = old if isinstance(old, Pod) else None
+            assigned = _assigned_pod_action(prev, new)
             if assigned is not None:
-                q.on_event("Pod", assigned)
+                q.on_event("Pod", assigned, old=prev if assigned == "Update" else None, new=new)
             return
         if kind == "ResourceClaim":
             self.coexistence.observe(event, old, new)
@@ -214,11 +230,11 @@ class Scheduler:
                     # different watches, in either order; a pod gated by "claim not found" waits for this one
                     q.on_event_for(f"{claim.namespace}/{owner.name}", kind, action)
                     return
-                q.on_event(kind, action, lambda p: _refers_to(p, claim))
+                q.on_event(kind, action, lambda p: _refers_to(p, claim), old=None, new=claim)
             elif event == "DELETED" or (
                 isinstance(old, ResourceClaim) and old.allocation is not None and new.allocation is None
             ):
-                q.on_event(kind, "Update" if event != "DELETED" else "Delete")
+                q.on_event(kind, "Update" if event != "DELETED" else "Delete", old=old, new=new)
             elif isinstance(old, ResourceClaim) and old.allocation is None and new.allocation is not None:
                 # a shared claim another pod was allocating ("in the process of being allocated") is now
                 # allocated: the pods that use it can be placed on its node. A claim generated for one pod
@@ -226,12 +242,9 @@ class Scheduler:
                 claim = new
                 owner = claim.meta.controller()
                 if owner is None or owner.kind != "Pod":
-                    q.on_event(kind, "Update", lambda p: _refers_to(p, claim))
+                    q.on_event(kind, "Update", lambda p: _refers_to(p, claim), old=old, new=new)
             return
-        if kind in ("ResourceClaimTemplate", "Namespace"):
-            q.on_event(kind, action)
-            return
-        q.on_event(kind, action)
+        q.on_event(kind, action, old=old, new=new)
 
     def _track_nomination(self, old: Pod | None, new: Pod | None) -> None:
         """Keep the nominator in step with the pods (upstream: the queue's Add/Update/Delete): only pending pods
@@ -605,6 +618,8 @@ class Scheduler:
             q._events = None
             q.on_event("SchedulerConfiguration", "Update")
             q._events = events
+        if isinstance(q, SchedulingQueue):
+            q.set_hints(profile_hints(profiles))
         for pod in self.cache.pods().values():
             if self.responsible(pod) and not pod.meta.deleting and pod.key not in q:
                 q.add(pod)
@@ -618,16 +633,46 @@ class Scheduler:
 
 def _assigned_pod_action(old: Pod | None, new: Pod) -> str | None:
     """The queue event of an added/updated pod that is assigned to a node (upstream AssignedPodAdd /
-    AssignedPodUpdate with UpdatePodLabel, e.g. for InterPodAffinity and PodTopologySpread): "Add" when the
-    pod is newly assigned (created bound, or its binding arrived), "Update" when an assigned pod's labels
-    changed, else None."""
+    AssignedPodUpdate with UpdatePodLabel, e.g. for InterPodAffinity and PodTopologySpread, or
+    UpdatePodScaleDown, for NodeResourcesFit): "Add" when the pod is newly assigned (created bound, or its
+    binding arrived), "Update" when an assigned pod's labels changed or one of its requests went down (an
+    in-place resize), else None."""
     if not new.node_name or new.terminated:
         return None
     if old is None or not old.node_name:
         return "Add"
     if old.meta.labels != new.meta.labels:
         return "Update"
+    if old.requests != new.requests and any(new.requests.get(r, 0) < q for r, q in old.requests.items()):
+        return "Update"
     return None
+
+
+def profile_hints(profiles: Mapping[str, Framework]) -> dict[str, dict[tuple[str, str], QueueingHintFn]]:
+    """The queue's QueueingHints (plugin -> event -> hint) over every profile: a plugin enabled in several
+    profiles answers through the instance of the waiting pod's profile (upstream keeps a hint map per profile),
+    or the first profile's when the pod's profile has no such plugin (a pod rejected under an older configuration)."""
+    per: dict[str, dict[tuple[str, str], dict[str, QueueingHintFn]]] = {}
+    for name, fw in profiles.items():
+        for plugin, hints in fw.queueing_hints().items():
+            for ev, fn in hints.items():
+                per.setdefault(plugin, {}).setdefault(ev, {})[name] = fn
+    out: dict[str, dict[tuple[str, str], QueueingHintFn]] = {}
+    for plugin, evs in per.items():
+        for ev, by_profile in evs.items():
+            out.setdefault(plugin, {})[ev] = _dispatch(by_profile)
+    return out
+
+
+def _dispatch(by_profile: dict[str, QueueingHintFn]) -> QueueingHintFn:
+    first = next(iter(by_profile.values()))
+    if len(by_profile) == 1:
+        return first
+
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        return by_profile.get(pod.scheduler_name, first)(pod, old, new)
+
+    return hint
 
 
 def _refers_to(pod: Pod, claim: ResourceClaim) -> bool:

@@ -84,6 +84,7 @@ from typing import Any, ClassVar
 
 import structlog
 
+from plugins.dra import hints
 from plugins.dra.allocator import (
     AllocationError,
     Allocator,
@@ -124,6 +125,7 @@ from scheduler.framework.interface import (
     CycleState,
     NodeScore,
     PreFilterResult,
+    QueueingHintFn,
     Status,
 )
 from scheduler.framework.memo import NodeStateMemo
@@ -431,6 +433,23 @@ class DynamicResources:
             ("DeviceTaintRule", "Update"),
             ("DeviceTaintRule", "Delete"),
         ]
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        """plugins/dra/hints.py (upstream ``isSchedulableAfterClaimChange``, ``isSchedulableAfterPodChange``);
+        DeviceTaintRule events have no hint (always queue)."""
+        return {
+            ("ResourceClaim", "Add"): hints.claim_changed,
+            ("ResourceClaim", "Update"): hints.claim_changed,
+            ("ResourceClaim", "Delete"): hints.claim_deleted,
+            ("Pod", "Update"): hints.pod_updated,
+            ("Pod", "Delete"): hints.pod_deleted,
+            ("Node", "Add"): hints.node_changed,
+            ("Node", "Update"): hints.node_changed,
+            ("ResourceSlice", "Add"): hints.spec_changed,
+            ("ResourceSlice", "Update"): hints.spec_changed,
+            ("DeviceClass", "Add"): hints.spec_changed,
+            ("DeviceClass", "Update"): hints.spec_changed,
+        }
 
     # --- PreEnqueue ------------------------------------------------------------------------------------
 

@@ -8,6 +8,14 @@ through the pods that have (anti-)affinity: its signature is its namespace, labe
 a token of ``Snapshot.nodes_with_affinity_pods`` (a new token whenever any NodeInfo in that list is replaced,
 i.e. whenever such a pod or its node changed), or a constant when no pod in the cluster has any
 (anti-)affinity (nothing can then depend on another node).
+
+QueueingHints (upstream ``isSchedulableAfterPodChange`` / ``isSchedulableAfterNodeChange``): an assigned pod
+added that matches all of the waiting pod's affinity terms; relabelled into matching them, or out of matching all
+its anti-affinity terms; deleted while matching all its anti-affinity terms; a node added or relabelled that has
+one of its terms' topology keys. Deliberately wider than upstream, for the pods rejected by an *existing* pod's
+required anti-affinity (which upstream's hints never queue, leaving them to the 5-minute flush that ``simulate``
+does not have): the deletion or relabelling of an assigned pod with required anti-affinity terms queues, and so
+does any node added or relabelled when the waiting pod has no required terms of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from plugins.interpodaffinity.filtering import (
+    NO_LABELS,
     FilterState,
     existing_anti_affinity_counts,
     filter_node,
@@ -25,12 +34,20 @@ from plugins.interpodaffinity.filtering import (
     pod_matches_all,
 )
 from plugins.interpodaffinity.scoring import TopologyScore, node_score, normalize, topology_score
-from scheduler.framework.interface import Code, CycleState, NodeScore, PreFilterResult, Status
-from scheduler.podaffinity import WeightedAffinityTerm, namespace_labels, pod_affinity
+from scheduler.framework.interface import (
+    Code,
+    CycleState,
+    NodeScore,
+    PreFilterResult,
+    QueueingHint,
+    QueueingHintFn,
+    Status,
+)
+from scheduler.podaffinity import AffinityTerm, WeightedAffinityTerm, namespace_labels, pod_affinity
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import Pod
+    from scheduler.model import Node, Pod
 
 NAME = "InterPodAffinity"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
@@ -186,3 +203,63 @@ class InterPodAffinity:
             ("Namespace", "Add"),
             ("Namespace", "Update"),
         )
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        """Namespace events have no hint (always queue)."""
+        return {
+            ("Pod", "Add"): self.hint_pod_change,
+            ("Pod", "Update"): self.hint_pod_change,
+            ("Pod", "Delete"): self.hint_pod_change,
+            ("Node", "Add"): self.hint_node_change,
+            ("Node", "Update"): self.hint_node_change,
+        }
+
+    def hint_pod_change(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterPodChange`` (interpodaffinity/plugin.go): an unassigned pod → skip; updated:
+        now matching all affinity terms (not before) → queue, matching all anti-affinity terms before and not now →
+        queue; added: matching all affinity terms → queue; deleted: matching all anti-affinity terms → queue; else
+        skip. The waiting pod's terms are matched as upstream does, namespace selectors against no labels. Wider
+        than upstream: an assigned pod with required anti-affinity updated or deleted → queue (module docstring)."""
+        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
+            return QueueingHint.SKIP
+        info = pod_affinity(pod)
+        if info.error is not None:
+            return QueueingHint.QUEUE
+        terms, anti = info.required_affinity, info.required_anti_affinity
+        if old is not None and old.has_required_anti_affinity:
+            return QueueingHint.QUEUE
+        if new is not None and old is not None:
+            if not pod_matches_all_raw(terms, old) and pod_matches_all_raw(terms, new):
+                return QueueingHint.QUEUE
+            if pod_matches_all_raw(anti, old) and not pod_matches_all_raw(anti, new):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        if new is not None:
+            return QueueingHint.QUEUE if pod_matches_all_raw(terms, new) else QueueingHint.SKIP
+        assert old is not None
+        return QueueingHint.QUEUE if pod_matches_all_raw(anti, old) else QueueingHint.SKIP
+
+    def hint_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterNodeChange`` (interpodaffinity/plugin.go): queue when the added or updated
+        node has the topology key of one of the waiting pod's required affinity or anti-affinity terms, else skip.
+        Wider than upstream: a waiting pod without required terms (rejected by existing pods' anti-affinity) →
+        queue."""
+        del old
+        if new is None:
+            return QueueingHint.SKIP
+        info = pod_affinity(pod)
+        if info.error is not None or not info.has_required:
+            return QueueingHint.QUEUE
+        labels = new.labels
+        for t in (*info.required_affinity, *info.required_anti_affinity):
+            if t.topology_key in labels:
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def pod_matches_all_raw(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
+    """upstream ``podMatchesAllAffinityTerms`` as the hints call it: false for no terms, namespace selectors
+    matched against no labels (the terms are not unrolled against the namespaces)."""
+    if not terms:
+        return False
+    return all(t.matches(pod, NO_LABELS) for t in terms)

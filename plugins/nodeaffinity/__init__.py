@@ -14,6 +14,9 @@ kube-scheduler (``pkg/scheduler/framework/plugins/nodeaffinity``):
   ones); Skip when there are none. NormalizeScore is ``DefaultNormalizeScore(MaxNodeScore, false)``.
 
 Args: ``addedAffinity`` (a core/v1 NodeAffinity applied to every pod of the profile).
+
+QueueingHint (``isSchedulableAfterNodeChange``): a node added that matches the added affinity and the pod's
+required affinity, or updated from not matching to matching.
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scheduler.framework.helpers import default_normalize_score, max_normalized
-from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
+from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    NodeScore,
+    PreFilterResult,
+    QueueingHint,
+    QueueingHintFn,
+    Status,
+)
 from scheduler.framework.registry import PluginSpec
 from scheduler.model import (
     NodeSelector,
@@ -36,7 +47,7 @@ from scheduler.model import (
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.model import Node, Pod
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -295,6 +306,23 @@ class NodeAffinity:
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # A node added or its labels changed.
         return (("Node", "Add"), ("Node", "Update"))
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {("Node", "Add"): self.hint_node_change, ("Node", "Update"): self.hint_node_change}
+
+    def hint_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterNodeChange`` (node_affinity.go): skip when the node does not match the
+        scheduler-enforced affinity or the pod's required affinity/selector; queue when it is new or did not match
+        before; skip when it matched already (the update changed nothing for this pod)."""
+        if new is None:
+            return QueueingHint.SKIP
+        if self.added_required is not None and not node_selector_matches(self.added_required, new.labels, new.name):
+            return QueueingHint.SKIP
+        if not required_matches(pod, new.labels, new.name):
+            return QueueingHint.SKIP
+        if old is None or not required_matches(pod, old.labels, old.name):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
 
 
 SPEC = PluginSpec(

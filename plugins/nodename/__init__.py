@@ -3,7 +3,8 @@
 kube-scheduler (``pkg/scheduler/framework/plugins/nodename``): Filter returns
 UnschedulableAndUnresolvable ``node(s) didn't match the requested node name`` when ``spec.nodeName``
 is set and differs from the node. Pending pods normally have no ``nodeName``; the check is kept for
-fidelity.
+fidelity. QueueingHint (``isSchedulableAfterNodeAdd``): an added node the pod may go to; with queueing hints
+upstream registers Node/Add only, so a node update never queues.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scheduler.framework.interface import CycleState, Status
+from scheduler.framework.interface import CycleState, QueueingHint, QueueingHintFn, Status
 from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.model import Node, Pod
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"
@@ -42,6 +43,16 @@ class NodeName:
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         return (("Node", "Add"), ("Node", "Update"))
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {("Node", "Add"): self.hint_node_change, ("Node", "Update"): self.hint_node_change}
+
+    def hint_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterNodeAdd`` (node_name.go): an added node that ``fits`` the pod → queue; an
+        update (not registered upstream with hints on) → skip."""
+        if old is not None or new is None:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE if fits(pod, new.name) else QueueingHint.SKIP
 
 
 SPEC = PluginSpec(

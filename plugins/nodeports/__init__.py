@@ -20,7 +20,9 @@ kube-scheduler v1.37.2 (``pkg/scheduler/framework/plugins/nodeports/node_ports.g
 * PreFilter: Skip when the pod wants no host port. Filter: ``Unschedulable`` (preemption may free the
   port) ``node(s) didn't have free ports for the requested pod ports``.
 * Events that may make a rejected pod schedulable: an assigned pod deleted, a node added (pod updates
-  cannot change ports).
+  cannot change ports). QueueingHint for the deletion (``isSchedulableAfterPodDeleted``): only a pod that was
+  assigned or nominated and held a host port that conflicts with one the waiting pod wants; a node added always
+  queues (no hint upstream).
 
 Reuse between equal pods (upstream's ``SignPod`` with ``HostPortsSigner``): the result depends on the
 pod's wanted ports and the node's pods, which are part of its NodeInfo, so the wanted ports are the
@@ -33,7 +35,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scheduler.framework.interface import CycleState, PreFilterResult, Status
+from scheduler.framework.interface import CycleState, PreFilterResult, QueueingHint, QueueingHintFn, Status
+from scheduler.framework.nominator import status_nominated_node
 from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
@@ -164,6 +167,24 @@ class NodePorts:
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # An assigned pod deleted frees its ports; a new node has all ports free.
         return (("Pod", "Delete"), ("Node", "Add"))
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {("Pod", "Delete"): self.hint_pod_deleted}
+
+    def hint_pod_deleted(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterPodDeleted`` (node_ports.go): skip a deleted pod that was neither assigned
+        nor nominated, one with no host port, and one none of whose ports conflicts with a port the waiting pod
+        wants (``HostPortInfo.CheckConflict``); queue otherwise."""
+        del new
+        if old is None:
+            return QueueingHint.QUEUE
+        if not old.node_name and not status_nominated_node(old):
+            return QueueingHint.SKIP
+        freed = host_ports(old)
+        if not freed:
+            return QueueingHint.SKIP
+        used = used_ports_of([old])
+        return QueueingHint.QUEUE if any(conflicts(w, used) for w in host_ports(pod)) else QueueingHint.SKIP
 
 
 SPEC = PluginSpec(

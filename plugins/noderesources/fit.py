@@ -28,6 +28,13 @@ kube-scheduler v1.37.2 (``pkg/scheduler/framework/plugins/noderesources/fit.go``
   use (``calculateDRAResourceTotals``). Requests of pods already on the node are max(spec, allocated,
   actuated) (InPlacePodVerticalScaling, GA).
 * Signature (``SignPod``): the pod's requests; none (no reuse) when a request may be served through DRA.
+* QueueingHints (``EventsToRegister``): a deleted pod frees resources only if it was assigned or nominated
+  (``isSchedulableAfterPodEvent``); an assigned pod's in-place scale-down helps only if a resource the waiting
+  pod requests went down (``isSchedulableAfterPodScaleDown``); an added or updated node only if the pod fits it
+  empty and, for an update, an allocatable it needs (or the pod count) grew (``isSchedulableAfterNodeChange``,
+  ``haveAnyRequestedResourcesIncreased``); a DeviceClass only if it maps an extended resource the pod requests
+  (``isSchedulableAfterDeviceClassEvent``). DeviceClasses for DRA-served resources are those of the last cycle's
+  snapshot (upstream reads the DRA manager's current cache).
 """
 
 from __future__ import annotations
@@ -36,7 +43,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
-from plugins.dra.extended import backing_class, device_totals, is_dra_extended_resource_name, should_delegate
+from plugins.dra.extended import (
+    DEVICE_CLASS_PREFIX,
+    backing_class,
+    device_totals,
+    is_dra_extended_resource_name,
+    should_delegate,
+)
 from plugins.noderesources.scoring import (
     Scorer,
     least_allocated_scorer,
@@ -45,7 +58,8 @@ from plugins.noderesources.scoring import (
     validate_function_shape,
 )
 from scheduler.framework.capacity import UNBOUNDED
-from scheduler.framework.interface import Code, CycleState, Status
+from scheduler.framework.interface import Code, CycleState, QueueingHint, QueueingHintFn, Status
+from scheduler.framework.nominator import status_nominated_node
 from scheduler.framework.registry import PluginSpec
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_resource_errors, pod_score_requests
 from scheduler.validation import qualified_name_errors
@@ -53,7 +67,7 @@ from scheduler.validation import qualified_name_errors
 if TYPE_CHECKING:
     from plugins.dra.cel import SelectorCache
     from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import DeviceClass, Pod
+    from scheduler.model import DeviceClass, Node, Pod
 
 NAME = "NodeResourcesFit"
 _PRE_FILTER_KEY = "PreFilter" + NAME
@@ -270,6 +284,8 @@ class NodeResourcesFit:
         # scoring of DRA-backed extended resources among ``resources`` (CEL on the class selectors)
         self._dra_scored = any(is_dra_extended_resource_name(r) for r in self.resources)
         self._selectors: SelectorCache | None = None
+        # the DeviceClasses of the last cycle's snapshot, for the node hint (resources DRA serves)
+        self._hint_classes: Mapping[str, DeviceClass] = _NO_CLASSES
 
     # --- filtering ---------------------------------------------------------------------------------------
 
@@ -277,6 +293,7 @@ class NodeResourcesFit:
         errors = pod_resource_errors(pod)
         if errors:
             return None, Status.unresolvable(f'Pod "{pod.key}" is invalid: {"; ".join(errors)}')
+        self._hint_classes = _classes(state)
         state.write(_PRE_FILTER_KEY, pod.requests)
         return None, Status.ok()
 
@@ -416,6 +433,103 @@ class NodeResourcesFit:
             ("DeviceClass", "Add"),
             ("DeviceClass", "Update"),
         )
+
+    # --- queueing hints ----------------------------------------------------------------------------------------
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {
+            ("Pod", "Delete"): self.hint_pod_event,
+            ("Pod", "Update"): self.hint_pod_event,
+            ("Node", "Add"): self.hint_node_change,
+            ("Node", "Update"): self.hint_node_change,
+            ("DeviceClass", "Add"): self.hint_device_class,
+            ("DeviceClass", "Update"): self.hint_device_class,
+        }
+
+    def hint_pod_event(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterPodEvent`` (fit.go): a deleted pod that was neither assigned nor nominated
+        held nothing; any other deletion may free room. An update is an in-place scale-down
+        (``isSchedulableAfterPodScaleDown``): the waiting pod's own → queue; an unassigned pod's → skip; an
+        assigned pod's → queue when one of the resources the waiting pod requests went down."""
+        if new is None:
+            assert old is not None
+            if not old.node_name and not status_nominated_node(old):
+                return QueueingHint.SKIP
+            return QueueingHint.QUEUE
+        if old is None:
+            return QueueingHint.SKIP  # an added pod takes room, it frees none
+        if new.uid == pod.uid:
+            return QueueingHint.QUEUE
+        if not new.node_name:
+            return QueueingHint.SKIP
+        for res, want in pod.requests.items():
+            if want == 0 or not (res in _BASIC or is_scalar_resource(res)):
+                continue
+            if old.requests.get(res, 0) > new.requests.get(res, 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def hint_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterNodeChange`` (fit.go): skip unless the pod fits the node with nothing on it
+        (``isFit``); a new node that fits → queue; an updated one → queue only when an allocatable the pod requests
+        (or the pod count) grew, or a resource it requests is now served by DRA there
+        (``haveAnyRequestedResourcesIncreased``)."""
+        if new is None or not _fits_empty(pod.requests, new, self._hint_classes):
+            return QueueingHint.SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE if _increased(pod.requests, old, new, self._hint_classes) else QueueingHint.SKIP
+
+    def hint_device_class(self, pod: Pod, old: DeviceClass | None, new: DeviceClass | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterDeviceClassEvent`` (fit.go): an update that keeps the extended resource name
+        → skip; an added class whose implicit name (``deviceclass.resource.kubernetes.io/<class>``) the pod requests
+        → queue; a class whose ``extendedResourceName`` the pod requests → queue; else skip."""
+        if new is None:
+            return QueueingHint.SKIP
+        reqs = pod.requests
+        if old is not None:
+            if old.extended_resource_name == new.extended_resource_name:
+                return QueueingHint.SKIP
+        elif DEVICE_CLASS_PREFIX + new.name in reqs:
+            return QueueingHint.QUEUE
+        if new.extended_resource_name and new.extended_resource_name in reqs:
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def _fits_empty(requests: Mapping[str, int], node: Node, classes: Mapping[str, DeviceClass]) -> bool:
+    """upstream ``isFit``: ``Fits`` on a NodeInfo holding only the node (no pod, nothing requested, no resource
+    ignored)."""
+    alloc = node.allocatable
+    if alloc.get(PODS, 0) < 1:
+        return False
+    for res, want in requests.items():
+        if want <= 0:
+            continue
+        if res in _BASIC:
+            if want > alloc.get(res, 0):
+                return False
+        elif is_scalar_resource(res):
+            if classes and is_dra_extended_resource_name(res) and should_delegate(res, node, classes):
+                continue
+            if want > alloc.get(res, 0):
+                return False
+    return True
+
+
+def _increased(requests: Mapping[str, int], old: Node, new: Node, classes: Mapping[str, DeviceClass]) -> bool:
+    """upstream ``haveAnyRequestedResourcesIncreased``."""
+    before, after = old.allocatable, new.allocatable
+    if after.get(PODS, 0) > before.get(PODS, 0):
+        return True
+    for res, want in requests.items():
+        if want <= 0 or not (res in _BASIC or is_scalar_resource(res)):
+            continue
+        if after.get(res, 0) > before.get(res, 0):
+            return True
+        if res not in _BASIC and classes and should_delegate(res, new, classes):
+            return True
+    return False
 
 
 _BASIC = (CPU, MEMORY, EPHEMERAL_STORAGE)  # checked whenever requested, in this order, before scalar resources

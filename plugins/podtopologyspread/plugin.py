@@ -19,7 +19,10 @@ Deliberate differences:
   ``topologyKey``, unknown ``whenUnsatisfiable``, an invalid ``labelSelector``) cannot exist in a real
   cluster; ``simulate`` can be given one, and PreFilter rejects it UnschedulableAndUnresolvable naming
   the field rather than silently dropping the constraint;
-* upstream's queueing hints (skip an event that cannot help) are not modelled: the events below requeue.
+* QueueingHints follow upstream's ``isSchedulableAfterPodChange`` and ``isSchedulableAfterNodeChange`` on the
+  pod's DoNotSchedule constraints; for a pod without constraints of its own and with DoNotSchedule default
+  constraints (``List`` defaulting) the selector depends on Services and controllers the hint cannot read: such
+  a pod is queued by every registered event.
 """
 
 from __future__ import annotations
@@ -40,19 +43,20 @@ from plugins.podtopologyspread.common import (
     Constraint,
     SpreadSpec,
     default_selector,
+    node_has_keys,
     pod_specs,
     specs_from,
 )
 from plugins.podtopologyspread.filtering import PreFilterState, compute_pre_filter_state, filter_node
 from plugins.podtopologyspread.scoring import PreScoreState, compute_pre_score_state, normalize, score_node
-from scheduler.framework.interface import CycleState, NodeScore, PreFilterResult, Status
+from scheduler.framework.interface import CycleState, NodeScore, PreFilterResult, QueueingHint, QueueingHintFn, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.labelselector import LabelSelector
 from scheduler.model import ModelError
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import Pod
+    from scheduler.model import Node, Pod
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
@@ -288,6 +292,78 @@ class PodTopologySpread:
             ("Node", "Update"),
             ("Node", "Delete"),
         )
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {
+            ("Pod", "Add"): self.hint_pod_change,
+            ("Pod", "Update"): self.hint_pod_change,
+            ("Pod", "Delete"): self.hint_pod_change,
+            ("Node", "Add"): self.hint_node_change,
+            ("Node", "Update"): self.hint_node_change,
+            ("Node", "Delete"): self.hint_node_change,
+        }
+
+    def _hint_constraints(self, pod: Pod) -> tuple[Constraint, ...] | None:
+        """upstream ``getConstraints``: the pod's DoNotSchedule constraints, or the default ones; None when they
+        cannot be known here (invalid, or defaults whose selector needs the snapshot)."""
+        own = pod_specs(pod)
+        if own.error:
+            return None
+        if own.specs:
+            return own.hard
+        return None if self._default_hard else ()
+
+    def hint_pod_change(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterPodChange`` (podtopologyspread/plugin.go): a pod that is neither the waiting
+        pod nor an assigned pod of its namespace → skip (``involvedInTopologySpreading``); an update: the waiting
+        pod's own label change → queue, another pod's → queue when some constraint's selector matches the old and
+        new labels differently; an added or deleted pod → queue when some constraint's selector matches it."""
+        if (new is not None and not _involved(new, pod)) or (old is not None and not _involved(old, pod)):
+            return QueueingHint.SKIP
+        constraints = self._hint_constraints(pod)
+        if constraints is None:
+            return QueueingHint.QUEUE
+        if new is not None and old is not None:
+            if old.meta.labels == new.meta.labels:
+                return QueueingHint.SKIP
+            if old.uid == pod.uid:
+                return QueueingHint.QUEUE
+            for c in constraints:
+                if c.selector.matches(old.meta.labels) != c.selector.matches(new.meta.labels):
+                    return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        changed = new if new is not None else old
+        assert changed is not None
+        if any(c.selector.matches(changed.meta.labels) for c in constraints):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def hint_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterNodeChange`` (podtopologyspread/plugin.go): an update → queue when the node
+        starts or stops having every topology key, or has them all and a key's value or the taints changed; an
+        added node → queue when it has every key; a deleted node → queue when it had every key."""
+        constraints = self._hint_constraints(pod)
+        if constraints is None:
+            return QueueingHint.QUEUE
+        was = old is not None and node_has_keys(old.labels, constraints)
+        now = new is not None and node_has_keys(new.labels, constraints)
+        if old is not None and new is not None:
+            if was != now:
+                return QueueingHint.QUEUE
+            if now and (
+                any(old.labels.get(c.topology_key) != new.labels.get(c.topology_key) for c in constraints)
+                or old.taints != new.taints
+            ):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        if new is not None:
+            return QueueingHint.QUEUE if now else QueueingHint.SKIP
+        return QueueingHint.QUEUE if was else QueueingHint.SKIP
+
+
+def _involved(changed: Pod, waiting: Pod) -> bool:
+    """upstream ``involvedInTopologySpreading``: the waiting pod itself, or an assigned pod of its namespace."""
+    return changed.uid == waiting.uid or (bool(changed.node_name) and changed.namespace == waiting.namespace)
 
 
 SPEC = PluginSpec(

@@ -2,7 +2,8 @@
 
 kube-scheduler (``pkg/scheduler/framework/plugins/schedulinggates``): PreEnqueue returns
 UnschedulableAndUnresolvable with ``waiting for scheduling gates: [a b]`` (Go's ``%v`` of the gate
-names) while any gate is present; a pod update that removes the gates requeues the pod.
+names) while any gate is present; a pod update that removes the gates requeues the pod
+(QueueingHint ``isSchedulableAfterUpdatePodSchedulingGatesEliminated``: another pod's update never does).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scheduler.framework.interface import Code, Status
+from scheduler.framework.interface import Code, QueueingHint, QueueingHintFn, Status
 from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
@@ -34,6 +35,17 @@ class SchedulingGates:
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         return (("Pod", "Update"),)
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {("Pod", "Update"): self.hint_pod_update}
+
+    def hint_pod_update(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterUpdatePodSchedulingGatesEliminated`` (scheduling_gates.go): queue only when
+        the update is the waiting pod's own and leaves it without gates."""
+        del old
+        if new is None or new.uid != pod.uid or new.scheduling_gates:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
 
 
 SPEC = PluginSpec(

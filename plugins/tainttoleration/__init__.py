@@ -9,6 +9,9 @@ kube-scheduler (``pkg/scheduler/framework/plugins/tainttoleration``):
   node's ``PreferNoSchedule`` taints those tolerations do not tolerate; NormalizeScore is
   ``DefaultNormalizeScore(MaxNodeScore, reverse=true)``: fewer intolerable taints score higher,
   a node with the most scores 0, and all nodes score 100 when no node has any.
+* QueueingHints: a node added or updated queues the pod only when the node had an untolerated
+  NoSchedule/NoExecute taint (or is new) and has none now (``isSchedulableAfterNodeChange``); a pod update only
+  when it is the waiting pod's own and its tolerations changed (``isSchedulableAfterPodTolerationChange``).
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scheduler.framework.helpers import default_normalize_score, max_normalized
-from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
+from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, QueueingHint, QueueingHintFn, Status
 from scheduler.framework.registry import PluginSpec, no_args
 from scheduler.model import Taint, Toleration
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.model import Node, Pod
 
 NAME = "TaintToleration"
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
@@ -89,6 +92,29 @@ class TaintToleration:
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         # A node added or its taints changed; the pod's tolerations changed.
         return (("Node", "Add"), ("Node", "Update"), ("Pod", "Update"))
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]:
+        return {
+            ("Node", "Add"): self.hint_node_change,
+            ("Node", "Update"): self.hint_node_change,
+            ("Pod", "Update"): self.hint_pod_update,
+        }
+
+    def hint_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterNodeChange`` (taint_toleration.go): queue when the node was untolerated (or
+        did not exist) and is tolerated now; skip otherwise."""
+        if new is None:
+            return QueueingHint.SKIP
+        was_untolerated = old is None or find_untolerated_taint(old.taints, pod.tolerations) is not None
+        is_untolerated = find_untolerated_taint(new.taints, pod.tolerations) is not None
+        return QueueingHint.QUEUE if was_untolerated and not is_untolerated else QueueingHint.SKIP
+
+    def hint_pod_update(self, pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
+        """upstream ``isSchedulableAfterPodTolerationChange`` (taint_toleration.go): the waiting pod's own update that
+        changed its tolerations (they can only be added) → queue; any other pod's update → skip."""
+        if new is None or old is None or new.uid != pod.uid:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE if old.tolerations != new.tolerations else QueueingHint.SKIP
 
 
 SPEC = PluginSpec(

@@ -346,6 +346,33 @@ class EnqueueExtensions(Protocol):
     def events_to_register(self) -> Sequence[tuple[str, str]]: ...
 
 
+class QueueingHint(IntEnum):
+    """A plugin's answer for one cluster event and one pod it rejected (upstream ``fwk.QueueingHint``):
+    ``QUEUE``, the event may have made the pod schedulable (retry it); ``SKIP``, it cannot have."""
+
+    SKIP = 0
+    QUEUE = 1
+
+
+QueueingHintFn = Callable[["Pod", Any, Any], QueueingHint]
+"""``(pod, old, new) -> QueueingHint`` for one registered event (upstream ``QueueingHintFn``). ``pod`` is the
+waiting pod the plugin rejected; ``old`` / ``new`` are the event's objects as the cache holds them (typed values
+of :mod:`scheduler.model`: ``old`` is None for an Add, ``new`` None for a Delete). Pure and quick: it runs for
+every waiting pod the plugin rejected, on the event loop, and must not do I/O. Raising counts as ``QUEUE``."""
+
+
+@runtime_checkable
+class QueueingHintExtensions(Protocol):
+    """Optional, with :class:`EnqueueExtensions`: a hint per registered event (upstream ``ClusterEventWithHint``).
+
+    The scheduling queue calls the hint of each plugin that rejected a waiting pod and registered the event; the pod
+    moves (to backoff or active) only when some hint answers ``QUEUE``. An event registered without a hint always
+    queues (upstream: a nil ``QueueingHintFn``). Keys are ``(kind, action)`` pairs from ``events_to_register``;
+    a key naming an event the plugin does not register is ignored."""
+
+    def queueing_hints(self) -> Mapping[tuple[str, str], QueueingHintFn]: ...
+
+
 # --- the PodGroup (gang) cycle -----------------------------------------------------------------------------------
 #
 # The group cycle (scheduler/gang.py; upstream kubernetes v1.37.2 pkg/scheduler/schedule_one_podgroup.go, KEP-4671

@@ -61,6 +61,8 @@ from scheduler.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     QueuedPodInfo,
+    QueueingHintExtensions,
+    QueueingHintFn,
     QueueSortPlugin,
     ReservePlugin,
     ScoreNormalizer,
@@ -221,6 +223,19 @@ class Framework:
             for name, inst in self.instances.items()
             if isinstance(inst, EnqueueExtensions)
         }
+
+    def queueing_hints(self) -> dict[str, dict[tuple[str, str], QueueingHintFn]]:
+        """plugin name -> registered event -> its QueueingHintFn (plugins with EnqueueExtensions and
+        QueueingHintExtensions; hints for events a plugin does not register are dropped)."""
+        out: dict[str, dict[tuple[str, str], QueueingHintFn]] = {}
+        for name, inst in self.instances.items():
+            if not (isinstance(inst, EnqueueExtensions) and isinstance(inst, QueueingHintExtensions)):
+                continue
+            registered = set(inst.events_to_register())
+            hints = {ev: fn for ev, fn in inst.queueing_hints().items() if ev in registered}
+            if hints:
+                out[name] = hints
+        return out
 
     # --- queueing -------------------------------------------------------------------------------------
 

@@ -39,6 +39,14 @@ demo: install e2e-build
 throughput: install e2e-build
 	$(BIN)/python -m e2e.throughput
 
+# Live deep backlog side by side with kube-scheduler 1.37.2 (e2e/backlog.py): 200 fake 8-GPU nodes full, 5,000
+# one-GPU pods pending (3 priorities), running pods deleted at 20/s for 60 s; release->bind delay, binds, idle CPU,
+# order fidelity. E.g. make backlog BACKLOG_ARGS="--nodes 20 --pods 300 --window 5".
+.PHONY: backlog
+BACKLOG_ARGS ?=
+backlog: install e2e-build
+	$(BIN)/python -m e2e.backlog $(BACKLOG_ARGS)
+
 bench: install
 	$(BIN)/python bench/bench_simulate.py
 	$(BIN)/python bench/bench_gang.py

@@ -198,11 +198,13 @@ class PodWatch:
     """A watch on one namespace's pods (from a list's resourceVersion), recording on ``time.monotonic()``
     when each pod was first seen (``created``) and first seen with ``spec.nodeName`` (``bound``), until
     ``expect`` pods are bound (``done``) or it is stopped. Re-opened from the last resourceVersion when the
-    server ends the stream."""
+    server ends the stream. Subclasses may watch another ``kind`` and override ``_see`` (ADDED, MODIFIED and
+    listed objects) and ``_gone`` (DELETED; nothing here)."""
 
     kube: Kube
     namespace: str
     expect: int
+    kind: str = "Pod"
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
@@ -213,12 +215,12 @@ class PodWatch:
     _thread: threading.Thread | None = None
 
     def start(self) -> PodWatch:
-        listed = self.kube.request("GET", KINDS["Pod"].path(self.namespace))
+        listed = self.kube.request("GET", KINDS[self.kind].path(self.namespace))
         now = time.monotonic()
         for p in listed.get("items", []):
             self._see(p, now)
         self._rv = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{self.kind.lower()}-watch", daemon=True)
         self._thread.start()
         return self
 
@@ -230,6 +232,9 @@ class PodWatch:
             if len(self.bound) >= self.expect:
                 self.done.set()
 
+    def _gone(self, obj: JSON, now: float) -> None:
+        """A DELETED event (subclasses)."""
+
     def _run(self) -> None:
         k = self.kube
         while not self._stop.is_set():
@@ -238,7 +243,7 @@ class PodWatch:
             conn = http.client.HTTPSConnection(k.host, k.port, context=k.ctx, timeout=630)
             self._conn = conn
             try:
-                conn.request("GET", KINDS["Pod"].path(self.namespace) + "?" + q,
+                conn.request("GET", KINDS[self.kind].path(self.namespace) + "?" + q,
                              headers={"Authorization": f"Bearer {k.token}"})
                 resp = conn.getresponse()
                 if resp.status != 200:
@@ -250,7 +255,7 @@ class PodWatch:
                     obj = ev.get("object") or {}
                     if ev.get("type") == "ERROR":  # e.g. 410 Gone: relist
                         self.errors.append(str(obj.get("message")))
-                        listed = k.request("GET", KINDS["Pod"].path(self.namespace))
+                        listed = k.request("GET", KINDS[self.kind].path(self.namespace))
                         for p in listed.get("items", []):
                             self._see(p, time.monotonic())
                         self._rv = listed["metadata"]["resourceVersion"]
@@ -258,6 +263,8 @@ class PodWatch:
                     self._rv = obj.get("metadata", {}).get("resourceVersion") or self._rv
                     if ev.get("type") in ("ADDED", "MODIFIED"):
                         self._see(obj, now)
+                    elif ev.get("type") == "DELETED":
+                        self._gone(obj, now)
             except (OSError, http.client.HTTPException, ValueError) as e:
                 if not self._stop.is_set():
                     self.errors.append(repr(e))

@@ -726,3 +726,46 @@ def test_pop_takes_a_rejected_backoff_pod_early_when_nothing_is_active() -> None
     clock.set(clock.now() + 10)
     got = q.pop()
     assert got is not None and got.pod.name == "errored"
+
+
+def _rejected_at(q: SchedulingQueue, clock: FakeClock, name: str, priority: int, t: float) -> None:
+    clock.set(t)
+    q.add(make_pod(name, priority=priority))
+    info = q.pop()
+    assert info is not None and info.pod.name == name
+    q.add_unschedulable(info, {FIT}, q.scheduling_cycle)
+    q.done(info.pod.key)
+
+
+def test_backoff_ends_in_one_second_windows_ordered_by_priority_inside_one() -> None:
+    """kubernetes v1.37.2 pkg/scheduler/backend/queue/backoff_queue.go: with SchedulerPopFromBackoffQ (on since
+    1.33, KEP-5142) the backoff time is truncated to a whole second (backoffQOrderingWindowDuration) and pods of
+    one window leave in the active queue's order (lessBackoffCompletedWithPriority; upstream's
+    TestBackoffQueueOrdering). Three pods rejected 0.1 s, 0.4 s and 0.8 s into one second, lowest priority first:
+    the highest leaves first, as kube-scheduler does; by exact expiry the lowest would (the live backlog
+    benchmark saw a third of the freed GPUs go to the lowest priority class)."""
+    q, clock = new_queue(FakeClock(100.0))
+    _rejected_at(q, clock, "low", 1, 100.1)
+    _rejected_at(q, clock, "mid", 2, 100.4)
+    _rejected_at(q, clock, "high", 3, 100.8)
+    q.on_event("Node", "Add")  # all three back off until 101.x -> the window starting at 101
+    assert [q.pool(f"ns/{n}") for n in ("low", "mid", "high")] == ["backoff"] * 3
+    assert q.next_wakeup() == pytest.approx(101.0)
+    order = []
+    for _ in range(3):  # nothing active: popped early from backoff (PopFromBackoffQ), best first
+        got = q.pop()
+        assert got is not None
+        order.append(got.pod.name)
+        q.done(got.pod.key)
+    assert order == ["high", "mid", "low"]
+
+
+def test_an_earlier_backoff_window_goes_first_whatever_the_priority() -> None:
+    q, clock = new_queue(FakeClock(100.0))
+    _rejected_at(q, clock, "low", 1, 100.9)  # backoff until 101.9 -> window 101
+    _rejected_at(q, clock, "high", 9, 101.0)  # backoff until 102.0 -> window 102
+    q.on_event("Node", "Add")
+    clock.set(101.5)
+    q.flush()
+    assert q.pool("ns/low") == "active" and q.pool("ns/high") == "backoff"  # its window has started
+    assert pop_key(q) == "ns/low"

@@ -130,3 +130,20 @@ def test_fit_error_message() -> None:
         },
     )
     assert msg == "0/3 nodes are available: 1 Insufficient memory, 1 node(s) were unschedulable, 2 Insufficient cpu."
+
+
+def test_a_status_memo_lives_on_the_status_and_is_not_part_of_its_value() -> None:
+    """Status.memo (DynamicResources keeps its retarget template there instead of a table keyed by the status's
+    identity, which had to hold every status seen, up to 50,000, in a long-running scheduler): not compared, not
+    hashed, not copied by dataclasses.replace."""
+    import dataclasses
+
+    from scheduler.framework.interface import UNSET, Code, Status
+
+    a = Status(Code.UNSCHEDULABLE, ("no device",), "DynamicResources")
+    b = Status(Code.UNSCHEDULABLE, ("no device",), "DynamicResources")
+    assert a.memo is UNSET
+    object.__setattr__(a, "memo", ("template",))
+    assert a == b and hash(a) == hash(b) and b.memo is UNSET
+    assert dataclasses.replace(a, reasons=("other",)).memo is UNSET
+    assert "memo" not in repr(a)

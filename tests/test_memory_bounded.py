@@ -23,7 +23,6 @@ import pytest
 
 from bench.fleet import scale_fleet
 from e2e.fleet import claim_template, gpu_pod  # the live suites' pod and template builders
-from plugins.dra import plugin as dra_plugin
 from plugins.fragmentation import plugin as fragmentation_plugin
 from scheduler.cache import Cache
 from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, release_claims
@@ -152,12 +151,11 @@ def _heap() -> int:
 
 
 def test_memory_does_not_grow_with_the_pods_churned_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tables that are bounded by size rather than pruned (signatures remembered, equal-pod batches, status
-    templates, the fragmentation mix's window of recent pods) get small bounds here, so that the warm-up fills
+    """The tables that are bounded by size rather than pruned (signatures remembered, equal-pod batches, the
+    fragmentation mix's window of recent pods) get small bounds here, so that the warm-up fills
     them: what grows after it grows without bound."""
     monkeypatch.setattr(runtime, "MAX_SIGNATURES", 24)
     monkeypatch.setattr(batch, "MAX_BATCHES", 24)
-    monkeypatch.setattr(dra_plugin, "TEMPLATES_KEPT", 256)
     monkeypatch.setattr(fragmentation_plugin, "DEFAULT_WINDOW", 300)
 
     async def go() -> tuple[list[tuple[int, int]], int]:

@@ -121,6 +121,7 @@ from scheduler.framework.hooks import REAL_CLOCK
 from scheduler.framework.interface import (
     GROUP_PENDING_KEY,
     MAX_NODE_SCORE,
+    UNSET,
     Code,
     CycleState,
     NodeScore,
@@ -147,7 +148,6 @@ from scheduler.workload_api import consumer_for, is_for_pod_group_by_pod, is_res
 
 log = structlog.get_logger("dra_scheduler.dra")
 
-TEMPLATES_KEPT = 50_000  # retarget_template's memo (per Status object), cleared when full
 
 NAME = "DynamicResources"
 STATE_KEY = "DynamicResources"
@@ -371,12 +371,8 @@ class DynamicResources:
     name: ClassVar[str] = NAME
 
     def __init__(self, args: Mapping[str, Any]) -> None:
-        # retarget_template: per Status object its template; per snapshot the claim keys of the pods asked about
-        # (the entry holds its Status, so the id is not reused while it is kept; at most TEMPLATES_KEPT, then
-        # started afresh: a hopeless pod reads one per node and equal pods' batches hold a status per node each, so
-        # the working set is tens of thousands on a large cluster, and an LRU's bookkeeping cost 40% more CPU on the
-        # trace replay than clearing a plain dict when full)
-        self._templates: dict[int, tuple[Status, Hashable | None]] = {}
+        # retarget_template: its template is kept on the Status itself (Status.memo); per snapshot the claim keys of
+        # the pods asked about
         # claims allocated by a pod whose PreBind has not written them yet (uid -> record), and claims PreBind wrote
         # whose watch event has not arrived yet (uid -> the claim as written): see _InFlight and _shared_view
         self._in_flight: dict[str, _InFlight] = {}
@@ -685,9 +681,9 @@ class DynamicResources:
         names its claims once per distinct message, not once per node. None when that cannot be said for sure
         (``other``'s claims not resolvable, or its name still in the message): the framework then filters.
         Memoised per Status object (each Filter call makes its own, for one pod)."""
-        got = self._templates.get(id(status))
-        if got is not None and got[0] is status:
-            return got[1]
+        got = status.memo
+        if got is not UNSET:
+            return got  # type: ignore[no-any-return]
         theirs = self._claim_keys(state.snapshot, other)
         tpl: Hashable | None = None
         if theirs is not None:
@@ -695,9 +691,7 @@ class DynamicResources:
             reasons = tuple(_swap_claims(r, swap) for r in status.reasons)
             if not any(other.meta.name in r or other.meta.uid in r for r in reasons):
                 tpl = (status.code, status.plugin, len(theirs), reasons)
-        if len(self._templates) >= TEMPLATES_KEPT:
-            self._templates.clear()
-        self._templates[id(status)] = (status, tpl)
+        object.__setattr__(status, "memo", tpl)
         return tpl
 
     def retarget_fill(self, state: CycleState, template: Hashable, pod: Pod) -> Status | None:

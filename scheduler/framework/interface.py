@@ -43,11 +43,19 @@ class Code(IntEnum):
     PENDING = 6
 
 
+UNSET: Any = object()  # Status.memo before a plugin has written it
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
+    # what the plugin that made this status derived from it once (DynamicResources' retarget template), kept on
+    # the object so it lives and dies with it: a table keyed by the status's identity had to hold every status it
+    # had seen (up to 50,000 in a long-running scheduler). Not compared, not copied by ``dataclasses.replace``;
+    # set with ``object.__setattr__`` (the status is frozen).
+    memo: Any = field(default=UNSET, init=False, compare=False, repr=False)
 
     @staticmethod
     def ok() -> Status:

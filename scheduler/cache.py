@@ -55,6 +55,9 @@ from scheduler.objects import OBJECT_KINDS
 log = structlog.get_logger("dra_scheduler.cache")
 
 
+_NODE_VERSIONS = itertools.count(1)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeInfo:
     """Immutable; replaced whenever the node or the pods on it change (identity = version)."""
@@ -72,6 +75,10 @@ class NodeInfo:
     pods_with_required_anti_affinity: tuple[Pod, ...] = ()
     # Scratch space for plugins' derived views of this (immutable) NodeInfo, e.g. used host ports.
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    # A number unique to this object (each NodeInfo is one version of its node): memos that must know whether a
+    # node is still the one they saw keep this number, not the object, which would keep the node's old pods alive
+    # for as long as the memo holds the entry. Not copied by dataclasses.replace (a copy is another version).
+    version: int = field(default_factory=lambda: next(_NODE_VERSIONS), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name:

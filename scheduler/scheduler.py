@@ -198,6 +198,7 @@ class Scheduler:
             self._track_nomination(old if isinstance(old, Pod) else None, new if isinstance(new, Pod) else None)
             if event == "DELETED":
                 assert isinstance(old, Pod)
+                self._forget_pod(old.uid)
                 q.delete(old.key)
                 self._gated_messages.pop(old.key, None)
                 # an assigned pod frees what it held; a nominated one what was held for it (upstream: the deletion
@@ -207,6 +208,8 @@ class Scheduler:
                     q.on_event("Pod", "Delete", old=old, new=None)
                 return
             assert isinstance(new, Pod)
+            if new.node_name:
+                self._forget_pod(new.uid)
             if self.responsible(new) and not new.meta.deleting:
                 if new.key in q:
                     q.update(new)
@@ -245,6 +248,12 @@ class Scheduler:
                     q.on_event(kind, "Update", lambda p: _refers_to(p, claim), old=old, new=new)
             return
         q.on_event(kind, action, old=old, new=new)
+
+    def _forget_pod(self, uid: str) -> None:
+        """A pod bound or deleted lends its Filter statuses no more names (Framework.owners)."""
+        for fw in self.profiles.values():
+            if fw.owners:
+                fw.forget_pod(uid)
 
     def _track_nomination(self, old: Pod | None, new: Pod | None) -> None:
         """Keep the nominator in step with the pods (upstream: the queue's Add/Update/Delete): only pending pods

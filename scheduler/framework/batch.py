@@ -138,7 +138,6 @@ class Batch:
 
     __slots__ = (
         "feas",
-        "infos",
         "names",
         "node_mark",
         "owner",
@@ -158,8 +157,10 @@ class Batch:
         self.node_mark: Any = None
         self.token_marks: list[Any] = [None] * tokens
         self.status: list[Status | None] = [None] * n
-        self.owner: list[Pod | None] = [None] * n  # the pod whose Filter gave the status (messages name it)
-        self.infos: list[NodeInfo | None] = [None] * n
+        # the uid of the pod whose Filter gave the status (its messages name it; Framework.owners has the pod)
+        self.owner: list[str | None] = [None] * n
+        # (no NodeInfo is kept: a known position's node is unchanged since it was filtered, so the snapshot's
+        # node_map has that very object; keeping it here kept old versions, and their pods, alive)
         self.feas: list[int] = []  # positions known to fit, sorted
         self.unknown: list[int] = list(range(n))  # positions to filter when a walk reaches them, sorted
         self.scores: dict[tuple[str, ...], _Scores] = {}
@@ -179,7 +180,7 @@ class Batch:
         pos = self.pos
         if pos is None:
             pos = self.pos = {name: i for i, name in enumerate(self.names)}
-        status, feas, unknown = self.status, self.feas, self.unknown
+        status, feas, unknown, owner = self.status, self.feas, self.unknown, self.owner
         for name in names:
             p = pos.get(name)
             if p is None:
@@ -190,6 +191,7 @@ class Batch:
             if st is None:
                 continue
             status[p] = None
+            owner[p] = None
             if st.code == Code.SUCCESS:
                 i = bisect_left(feas, p)
                 if i < len(feas) and feas[i] == p:
@@ -241,7 +243,9 @@ class BatchRunner:
         want = want_for(n)
         offset = start % n
         node_map = state.snapshot.node_map
-        status, owner, infos, feas, unknown = b.status, b.owner, b.infos, b.feas, b.unknown
+        status, owner, feas, unknown = b.status, b.owner, b.feas, b.unknown
+        uid = pod.uid
+        fw.owners[uid] = pod  # its statuses may be lent to equal pods while it waits (Framework.forget_pod)
         run_filter = fw.run_filter
         win: list[int] = []
         found = 0
@@ -274,7 +278,7 @@ class BatchRunner:
                     fw.metrics.observe_extension_point("Filter", Code.ERROR, time.perf_counter() - t0)
                     return start, (None, st, {st.plugin})
                 del unknown[iu]
-                status[u], owner[u], infos[u] = st, pod, info
+                status[u], owner[u] = st, uid
                 if st.code == Code.SUCCESS:
                     insort(feas, u, a)
                     win.append(u)
@@ -294,7 +298,8 @@ class BatchRunner:
         if len(win) == 1:
             return next_start, (b.names[win[0]], None, set())
         get = operator.itemgetter(*win)
-        nodes: list[NodeInfo] = list(get(infos))
+        names = b.names
+        nodes: list[NodeInfo] = [node_map[names[i]] for i in win]
         st = fw.run_pre_score(state, pod, nodes)
         if not st.is_success:
             return next_start, (None, st, {st.plugin})
@@ -314,8 +319,9 @@ class BatchRunner:
                 continue
             name = b.names[p]
             out[name] = st
-            if b.owner[p] is not pod:
-                reused[name] = b.owner[p]
+            uid = b.owner[p]
+            if uid != pod.uid:
+                reused[name] = self.fw.owners.get(uid) if uid is not None else None
         if reused:
             state.write(REUSED_REJECTIONS, reused)
         return out
@@ -344,7 +350,7 @@ class BatchRunner:
         # (re)score the stale positions of the walked range [offset, offset + checked) that are in the window
         n = len(b.names)
         end = offset + checked
-        status, infos = b.status, b.infos
+        status, names, node_map = b.status, b.names, state.snapshot.node_map
         rescored = 0
         for lo, hi in ((offset, min(end, n)), (0, end - n)):
             if hi <= lo:
@@ -357,9 +363,7 @@ class BatchRunner:
             for p in stale[a:z]:
                 st = status[p]
                 if st is not None and st.code == Code.SUCCESS:
-                    info = infos[p]
-                    assert info is not None
-                    sc.rescore(state, pod, p, info)
+                    sc.rescore(state, pod, p, node_map[names[p]])
                     rescored += 1
             del stale[a:z]
         k = len(active)

@@ -89,7 +89,7 @@ class Metrics(Protocol):
 
 _MISSING: Any = object()
 REUSED_REJECTIONS = "framework/reused-rejections"
-_ScoreEntry = tuple["NodeInfo", Hashable, tuple[int, ...]]
+_ScoreEntry = tuple[int, Hashable, tuple[int, ...]]  # (NodeInfo.version, node token, raw scores)
 # Signatures remembered (least recently used forgotten, with their memos and batch): the equal-pod reuse needs the
 # signatures of the pods being scheduled now, and a long-running scheduler sees new ones all the time.
 MAX_SIGNATURES = 512
@@ -191,9 +191,15 @@ class Framework:
         self._signers: list[SignPlugin] = list(dict.fromkeys(p for p in signers if isinstance(p, SignPlugin)))
         self._scorer_names = frozenset(ws.plugin.name for ws in self.scorers)
         self._tokeners: list[NodeTokenPlugin] = [p for p in self._signers if isinstance(p, NodeTokenPlugin)]
-        # signature id -> node name -> (NodeInfo, token, status, pod), and signature id -> (active scorers, node
-        # name) -> (NodeInfo, token, scores); a node's entry is replaced when the node or its token changed
-        self._filter_memo: dict[Hashable, dict[str, tuple[NodeInfo, Hashable, Status, Pod]]] = {}
+        # signature id -> node name -> (NodeInfo.version, token, status, uid of the pod whose Filter gave it), and
+        # signature id -> (active scorers, node name) -> (NodeInfo.version, token, scores); a node's entry is
+        # replaced when the node or its token changed
+        self._filter_memo: dict[Hashable, dict[str, tuple[int, Hashable, Status, str]]] = {}
+        # The pods whose Filter statuses the memos and batches may lend to others (uid -> pod), while they wait:
+        # their messages name the pod's own objects, which ``own_rejections`` renames. The memos keep uids only, so
+        # a pod bound or deleted (``forget_pod``) is not kept alive by them; a status whose pod is gone is renamed by
+        # filtering again.
+        self.owners: dict[str, Pod] = {}
         self._score_memo: dict[Hashable, dict[tuple[tuple[str, ...], str], _ScoreEntry]] = {}
         # signature -> its id, least recently used first: at most MAX_SIGNATURES, and what is kept per signature
         # (the memos above, the batch) goes with its id
@@ -300,6 +306,10 @@ class Framework:
         ids[full] = sid
         return sid
 
+    def forget_pod(self, uid: str) -> None:
+        """The pod was bound or deleted: its statuses stay reusable, but the pod itself is not kept."""
+        self.owners.pop(uid, None)
+
     def _forget_signature(self, sid: int) -> None:
         self._filter_memo.pop(sid, None)
         self._score_memo.pop(sid, None)
@@ -358,20 +368,21 @@ class Framework:
         if memo is None:
             memo = self._filter_memo[sig] = {}
         hit = memo.get(node.name)
-        if hit is not None and hit[0] is node and hit[1] == token:
+        if hit is not None and hit[0] == node.version and hit[1] == token:
             self.memo_stats["filter_hits"] += 1
-            if hit[3] is not pod and hit[2].code != Code.SUCCESS:
+            if hit[3] != pod.uid and hit[2].code != Code.SUCCESS:
                 # Another pod's rejection: same verdict, but its message may name that pod's objects.
                 reused: dict[str, Pod | None] | None = state.read(REUSED_REJECTIONS)
                 if reused is None:
                     reused = {}
                     state.write(REUSED_REJECTIONS, reused)
-                reused[node.name] = hit[3]
+                reused[node.name] = self.owners.get(hit[3])
             return hit[2]
         self.memo_stats["filter_misses"] += 1
         st = self.run_filter(state, pod, node)
         if st.code != Code.ERROR:
-            memo[node.name] = (node, token, st, pod)
+            memo[node.name] = (node.version, token, st, pod.uid)
+            self.owners[pod.uid] = pod
         return st
 
     def own_rejections(
@@ -654,12 +665,12 @@ class Framework:
                 token = self._token(state, n)
             key = (key0, name)
             hit = memo.get(key)
-            if hit is not None and hit[0] is n and hit[1] == token:
+            if hit is not None and hit[0] == n.version and hit[1] == token:
                 vals = hit[2]
                 hits += 1
             else:
                 vals = tuple([ws.plugin.score(state, pod, n) for ws in active])
-                memo[key] = (n, token, vals)
+                memo[key] = (n.version, token, vals)
             for i, v in enumerate(vals):
                 rows[i][j] = v
         self.memo_stats["score_hits"] += hits * len(active)

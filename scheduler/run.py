@@ -696,7 +696,11 @@ class SchedulerApp:
             if exc is not None:
                 self._recover(info)
                 self.metrics.observe_attempt("error", profile, seconds)
-                log.error("binding cycle crashed", pod=info.pod.key, error=repr(exc))
+                if isinstance(exc, ApiError):  # e.g. the API server restarting: expected, retried from backoff
+                    log.warning("binding cycle failed on an API error; retried after backoff", pod=info.pod.key,
+                                error=str(exc))
+                else:
+                    log.error("binding cycle crashed", pod=info.pod.key, error=repr(exc))
             elif t.result():
                 self.metrics.observe_attempt("scheduled", profile, seconds)
                 self.metrics.pod_scheduling_attempts.observe(attempts)

@@ -370,12 +370,23 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     the standard one. On the live path at QPS 5000 (1,000 pods, 200 nodes, e2e/throughput.py) uvloop with
     the lean HTTP client (scheduler.kube.http) cut the scheduler's CPU from 3.35 to 2.54 CPU-seconds (median
     of 3 rounds each); the client alone on the standard loop, to 3.26: the standard loop's TLS layer and
-    callbacks are Python, uvloop's are C."""
+    callbacks are Python, uvloop's are C.
+
+    ``DRA_SCHEDULER_EVENT_LOOP=asyncio`` chooses the standard loop anyway (``uvloop``, the default, uvloop when
+    installed): for an operator comparing memory or behaviour between the two (uvloop's TLS layer is its own)."""
+    choice = os.environ.get(EVENT_LOOP_ENV, "uvloop").strip().lower()
+    if choice == "asyncio":
+        return None
+    if choice != "uvloop":
+        raise SystemExit(f"{EVENT_LOOP_ENV}={choice!r}: choose uvloop or asyncio")
     try:
         import uvloop
     except ImportError:
         return None
     return uvloop.new_event_loop
+
+
+EVENT_LOOP_ENV = "DRA_SCHEDULER_EVENT_LOOP"
 
 
 def tune_gc() -> None:

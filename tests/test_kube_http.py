@@ -522,3 +522,19 @@ async def test_untrusted_server_certificate_is_connect_failed_and_probe_gives_up
         await conn.close()
     finally:
         server.close()
+
+
+def test_the_event_loop_can_be_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DRA_SCHEDULER_EVENT_LOOP=asyncio runs on the standard loop even with uvloop installed; a wrong value stops
+    the start with a message naming the choices."""
+    import uvloop
+
+    from scheduler.cli import EVENT_LOOP_ENV, event_loop_factory
+
+    monkeypatch.setenv(EVENT_LOOP_ENV, "asyncio")
+    assert event_loop_factory() is None
+    monkeypatch.setenv(EVENT_LOOP_ENV, "UVLoop")
+    assert event_loop_factory() is uvloop.new_event_loop
+    monkeypatch.setenv(EVENT_LOOP_ENV, "trio")
+    with pytest.raises(SystemExit, match="choose uvloop or asyncio"):
+        event_loop_factory()

@@ -294,15 +294,19 @@ def clean_namespace(kube: Kube, ns: str, timeout: float = 240.0) -> float:
     kube-controller-manager once their pods are gone (it deallocates them); a claim still there after half
     the timeout has its finalizers dropped here."""
     t0 = time.monotonic()
-    try:
-        kube.request("DELETE", KINDS["Pod"].path(ns), {"kind": "DeleteOptions", "apiVersion": "v1",
-                                                       "gracePeriodSeconds": 0})
-    except KubeError as e:
-        if e.status != 0:
-            raise
-        # no answer in time (10,000 pods: the API server deletes them one by one and answers at the end); it goes
-        # on deleting, and the wait below sees them go
-    wait_for(lambda: not kube.list("Pod", ns), timeout / 2, f"the pods of {ns} deleted", interval=0.5)
+
+    def delete_pods() -> bool:
+        try:
+            kube.request("DELETE", KINDS["Pod"].path(ns), {"kind": "DeleteOptions", "apiVersion": "v1",
+                                                           "gracePeriodSeconds": 0})
+        except KubeError as e:
+            if e.status != 0:
+                raise
+            # No answer in time (10,000 pods: the API server deletes them one by one and answers at the end). When
+            # the client gives up, the API server stops the deletion with the request: ask again until none is left.
+        return not kube.list("Pod", ns)
+
+    wait_for(delete_pods, timeout / 2, f"the pods of {ns} deleted", interval=0.5)
     kube.delete_collection("ResourceClaim", ns)
     kube.delete_collection("Event", ns)
 

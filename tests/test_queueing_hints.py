@@ -253,6 +253,10 @@ def test_dra_generated_claim_and_pod_events() -> None:
     assert dra("ResourceClaim", "Add", generated, None, claim("t-gpu")) == QUEUE  # named in resourceClaimStatuses
     assert dra("Pod", "Delete", GPU_POD, pod("cpu", node="n1", requests={"cpu": "1"}), None) == SKIP
     assert dra("Pod", "Delete", GPU_POD, pod("other-gpu", node="n1", claims=("theirs",)), None) == QUEUE
+    # a deleted pod whose claims came from templates: its devices free only when the claim is deallocated (a claim
+    # event). Waking every waiting pod at the deletion sent the highest-priority ones into a failed attempt and a
+    # backoff just before the deallocation (e2e/backlog).
+    assert dra("Pod", "Delete", GPU_POD, generated, None) == SKIP
 
 
 def test_dra_node_slice_and_class_updates() -> None:

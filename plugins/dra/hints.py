@@ -97,10 +97,17 @@ def pod_updated(pod: Pod, old: Pod | None, new: Pod | None) -> QueueingHint:
 
 
 def pod_deleted(pod: Pod, old: Pod | None, new: Any) -> QueueingHint:
-    """A deleted pod frees devices only through its claims (their reservation, then deallocation): a pod that
-    uses no claim → skip."""
+    """A deleted pod frees devices only through its claims. Upstream's DynamicResources registers no pod deletion
+    at all: the devices are free once the claim is deallocated, a claim event (``claim_changed``). Here a deletion
+    queues only when the deleted pod named a claim directly (``resourceClaimName``, possibly shared: leaving its
+    ``reservedFor`` may make room for another consumer). A pod whose claims came from templates → skip: waking
+    every waiting pod at the deletion, before kube-controller-manager deallocates, sent them all to a failed
+    attempt and a backoff, and the pods of the highest priority, tried first, were still backing off when the
+    deallocation arrived (e2e/backlog: freed GPUs went to the lowest priority class most)."""
     del pod, new
-    return QUEUE if old is None or uses_any_claim(old) else SKIP
+    if old is None:
+        return QUEUE
+    return QUEUE if any(pc.claim_name for pc in old.claims) else SKIP
 
 
 def node_changed(pod: Pod, old: Node | None, new: Node | None) -> QueueingHint:

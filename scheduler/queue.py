@@ -502,11 +502,14 @@ class SchedulingQueue:
                 for key in keys:
                     candidates[key] = self._entries[key]
         with_objects = old is not None or new is not None
+        resolved: dict[str, tuple[bool, QueueingHintFn | None]] = {}  # per plugin, for this event: one lookup
         moved = 0
         for e in candidates.values():
             if pod_filter is not None and not _filter_ok(pod_filter, e.info.pod):
                 continue
-            if with_objects and not self._worth(e.info.pod, e.info.unschedulable_plugins, kind, action, old, new):
+            if with_objects and not self._worth(
+                e.info.pod, e.info.unschedulable_plugins, kind, action, old, new, resolved
+            ):
                 continue
             moved += self._release(e)
         return moved
@@ -704,15 +707,30 @@ class SchedulingQueue:
             or hints.get((WILDCARD, WILDCARD))
         )
 
-    def _worth(self, pod: Pod, plugins: set[str], kind: str, action: str, old: Any, new: Any) -> bool:
+    def _worth(
+        self,
+        pod: Pod,
+        plugins: set[str],
+        kind: str,
+        action: str,
+        old: Any,
+        new: Any,
+        resolved: dict[str, tuple[bool, QueueingHintFn | None]] | None = None,
+    ) -> bool:
         """upstream ``isPodWorthRequeuing``: no rejecting plugin → yes; else yes when a rejecting plugin that
-        registered the event has no hint for it, or its hint answers QUEUE (or raises)."""
+        registered the event has no hint for it, or its hint answers QUEUE (or raises). ``resolved`` keeps, for
+        one event, whether each plugin registered it and its hint (the same for every waiting pod)."""
         if not plugins:
             return True
         for plugin in plugins:
-            if not self._registered(plugin, kind, action):
+            got = resolved.get(plugin) if resolved is not None else None
+            if got is None:
+                got = (self._registered(plugin, kind, action), self._hint(plugin, kind, action))
+                if resolved is not None:
+                    resolved[plugin] = got
+            registered, fn = got
+            if not registered:
                 continue
-            fn = self._hint(plugin, kind, action)
             if fn is None:
                 return True
             try:

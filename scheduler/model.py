@@ -1040,20 +1040,41 @@ _CLAIM_SPECS: dict[str, tuple[Any, ClaimSpec]] = {}
 _CLAIM_SPECS_MAX = 20_000
 
 
+# The last few distinct specs built (private copy, ClaimSpec), most recent last. Claims made from one template (a
+# Deployment's, a Job's: 10,000 at a start-up) have equal specs: each new uid's spec is compared with these (a dict
+# comparison, ~1 us) before it is built (~75 us with its canonical JSON and private copy), and shares the typed spec
+# (immutable; equality and hash are by fingerprint anyway). Specs are compared by value, so a spec that differs in
+# any field is built from its own raw.
+_RECENT_SPECS: list[tuple[Any, ClaimSpec]] = []
+_RECENT_SPECS_MAX = 8
+
+
 def _claim_spec(uid: str, spec_raw: Raw) -> ClaimSpec:
     hit = _CLAIM_SPECS.get(uid) if uid else None
     if hit is not None and hit[0] == spec_raw:
         return hit[1]
-    spec = claim_spec_from(spec_raw)
-    if uid:
+    recent = _RECENT_SPECS
+    for i in range(len(recent) - 1, -1, -1):
+        if recent[i][0] == spec_raw:
+            hit = recent[i]
+            if i != len(recent) - 1:
+                recent.append(recent.pop(i))
+            break
+    else:
+        spec = claim_spec_from(spec_raw)
         try:
             frozen = json.loads(spec.fingerprint)  # the canonical JSON of the spec: a copy nobody else holds
         except ValueError:
             return spec
+        hit = (frozen, spec)
+        recent.append(hit)
+        if len(recent) > _RECENT_SPECS_MAX:
+            del recent[0]
+    if uid:
         if len(_CLAIM_SPECS) >= _CLAIM_SPECS_MAX:
             del _CLAIM_SPECS[next(iter(_CLAIM_SPECS))]
-        _CLAIM_SPECS[uid] = (frozen, spec)
-    return spec
+        _CLAIM_SPECS[uid] = hit
+    return hit[1]
 
 
 def forget_claim_spec(uid: str) -> None:

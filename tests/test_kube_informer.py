@@ -421,3 +421,132 @@ async def test_watch_events_with_what_orjson_refuses_still_arrive(
     got = cache.claim("default/big")
     assert got is not None and got.raw["spec"]["devices"]["config"][0]["opaque"]["parameters"]["limit"] == 2**70
     await inf.stop()
+
+
+# --- the first list applied page by page (issue 24, item 4) ----------------------------------------------------
+
+
+class ScriptedConn:
+    """What an informer uses of KubeConnection, answering each list request of a path with the next entry of its
+    script: a page (``items`` and the ``continue`` token to hand out), an exception to raise, or an Event to wait
+    for first (the server still working on that page). Watches stay open and quiet."""
+
+    def __init__(self, script: dict[str, list[Any]]) -> None:
+        self.script = script
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    async def request(self, method: str, path: str, *, params: dict[str, str], timeout: float = 0) -> Any:
+        self.asked.append((path, dict(params)))
+        steps = self.script[path]
+        while isinstance(steps[0], asyncio.Event):
+            await steps.pop(0).wait()
+        step = steps.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        items, cont = step
+        return {"metadata": {"resourceVersion": "100", "continue": cont}, "items": [dict(o) for o in items]}
+
+    def stream(self, path: str, params: dict[str, str], timeout: float = 0) -> Any:
+        class Quiet:
+            async def __aenter__(self) -> Any:
+                await asyncio.Event().wait()
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+        return Quiet()
+
+
+def versioned(o: dict[str, Any], rv: int) -> dict[str, Any]:
+    o["metadata"]["resourceVersion"] = str(rv)
+    return o
+
+
+async def test_the_first_list_is_applied_page_by_page_and_synced_after_the_last() -> None:
+    """Each page of the first list is applied when it arrives, while the server works on the next; ``synced``
+    (what /readyz and the scheduling loop wait for) only once the last page is applied."""
+    last_page = asyncio.Event()
+    conn = ScriptedConn({"/api/v1/pods": [
+        ([versioned(pod("p0"), 10), versioned(pod("p1"), 11)], "c1"),
+        ([versioned(pod("p2"), 12)], "c2"),
+        last_page,
+        ([versioned(pod("p3"), 13)], ""),
+    ]})
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, page_size=2, cached=cache_lookup(cache), **FAST)  # type: ignore[arg-type]
+    inf.start()
+    await eventually(lambda: len(cache.pods()) == 3)
+    assert not inf.synced.is_set()
+    assert sorted(cache.pods()) == ["default/p0", "default/p1", "default/p2"]
+    last_page.set()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    assert sorted(cache.pods()) == [f"default/p{i}" for i in range(4)]
+    assert inf.resource_version == "100" and inf.stats["ADDED"] == 4 and inf.stats["lists"] == 1
+    await inf.stop()
+
+
+async def test_pod_pages_wait_for_the_other_kinds_even_when_they_arrive_first() -> None:
+    """APPLY_LAST still holds page by page: the pod pages that arrive before the claims are applied wait, and go
+    in (in order) once every other informer is synced."""
+    claims_answer = asyncio.Event()
+    conn = ScriptedConn({
+        "/api/v1/pods": [([pod("p0"), pod("p1")], "c1"), ([pod("p2")], "c2"), ([pod("p3")], "")],
+        "/apis/resource.k8s.io/v1/resourceclaims": [claims_answer, ([claim("c0")], "")],
+    })
+    order: list[str] = []
+    infs = InformerSet(
+        [Informer(conn, r, lambda k, e, o: order.append(o["metadata"]["name"]), page_size=2, **FAST)  # type: ignore[arg-type]
+         for r in (POD, RESOURCE_CLAIM)]
+    )
+    infs.start()
+    await eventually(lambda: len([p for p, _ in conn.asked if p == "/api/v1/pods"]) == 3)
+    await asyncio.sleep(0.05)
+    assert order == []  # every pod page is in, none applied
+    claims_answer.set()
+    await asyncio.wait_for(infs.wait_synced(), 5)
+    assert order == ["c0", "p0", "p1", "p2", "p3"]
+    await infs.stop()
+
+
+async def test_an_expired_continue_token_during_the_first_list_reconciles_what_was_applied() -> None:
+    """The first attempt's pages are applied; its continue token expires (410) and the list starts again: the
+    complete new list is reconciled, so an object deleted in between does not stay in the cache."""
+    from scheduler.api import ApiError
+
+    conn = ScriptedConn({"/api/v1/pods": [
+        ([versioned(pod("gone"), 10), versioned(pod("kept"), 11)], "c1"),
+        ApiError("continue token expired", 410),
+        ([versioned(pod("kept"), 11), versioned(pod("new"), 20)], ""),
+    ]})
+    cache = Cache()
+    events: list[tuple[str, str]] = []
+
+    def sink(kind: str, event: str, raw: dict[str, Any]) -> None:
+        events.append((event, raw["metadata"]["name"]))
+        cache.apply(kind, event, raw)
+
+    inf = Informer(conn, POD, sink, page_size=2, cached=cache_lookup(cache), **FAST)  # type: ignore[arg-type]
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    assert sorted(cache.pods()) == ["default/kept", "default/new"]
+    assert events == [("ADDED", "gone"), ("ADDED", "kept"), ("DELETED", "gone"), ("ADDED", "new")]
+    assert inf.stats["list_restarts"] == 1 and inf.stats["lists"] == 1
+    await inf.stop()
+
+
+async def test_a_first_list_failing_after_some_pages_is_reconciled_on_retry() -> None:
+    """An error after some pages were applied: the retry is reconciled against them (not applied on top)."""
+    from scheduler.api import ApiError
+
+    conn = ScriptedConn({"/api/v1/pods": [
+        ([versioned(pod("gone"), 10)], "c1"),
+        ApiError("internal error", 500),
+        ([versioned(pod("kept"), 12)], ""),
+    ]})
+    cache = Cache()
+    inf = Informer(conn, POD, cache.apply, page_size=1, cached=cache_lookup(cache), **FAST)  # type: ignore[arg-type]
+    inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    assert sorted(cache.pods()) == ["default/kept"] and sorted(inf.store) == ["default/kept"]
+    assert inf.stats["errors"] == 1 and inf.stats["DELETED"] == 1
+    await inf.stop()

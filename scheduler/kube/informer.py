@@ -175,8 +175,10 @@ class Informer:
             q["labelSelector"] = self.label_selector
         return q
 
-    async def list_all(self) -> tuple[list[Obj], str]:
-        """Every object (paginated) and the list's resourceVersion. An expired continue token restarts."""
+    async def list_all(self, on_page: Callable[[list[Obj]], None] | None = None) -> tuple[list[Obj], str]:
+        """Every object (paginated) and the list's resourceVersion. An expired continue token restarts.
+        ``on_page`` is handed each page's objects (prepared: apiVersion, kind, trimmed) as it arrives; after a
+        restart it is handed the new list's pages again, so it sees some objects twice."""
         path = self.resource.path(self.namespace)
         while True:
             items: list[Obj] = []
@@ -190,36 +192,81 @@ class Informer:
                     doc = await self.conn.request("GET", path, params=q, timeout=120)
                     meta = doc.get("metadata") or {}
                     rv = rv or str(meta.get("resourceVersion") or "")
-                    items.extend(doc.get("items") or [])
+                    page = doc.get("items") or []
+                    self._prepare(page)
+                    items.extend(page)
+                    if on_page is not None:
+                        on_page(page)
                     cont = str(meta.get("continue") or "")
                     if not cont:
                         break
             except ApiError as e:
                 if e.status == 410 and cont:
                     self._log.info("list continue token expired; listing again")
+                    self.stats["list_restarts"] += 1
                     continue
                 raise
             self.stats["lists"] += 1
-            for o in items:
-                o.setdefault("apiVersion", self.resource.api_version)
-                o.setdefault("kind", self.resource.kind)
-                trim(o)
             return items, rv
 
+    def _prepare(self, page: list[Obj]) -> None:
+        api_version, kind = self.resource.api_version, self.resource.kind
+        for o in page:
+            o.setdefault("apiVersion", api_version)
+            o.setdefault("kind", kind)
+            trim(o)
+
     async def _list_and_reconcile(self, initial: bool) -> None:
-        items, rv = await self.list_all()
-        if initial and self.apply_after:
-            await asyncio.gather(*(inf.synced.wait() for inf in self.apply_after))
         if initial:
-            for o in items:
-                self._upsert(o)
-            self._log.info("initial list applied", objects=len(items), resource_version=rv)
+            rv, n = await self._initial_list()
+            self._log.info("initial list applied", objects=n, resource_version=rv)
         else:
+            items, rv = await self.list_all()
             self.reconcile(items)
             self.stats["relists"] += 1
             self._log.info("re-listed", objects=len(items), resource_version=rv)
         self.resource_version = rv
         self._failures = 0
+
+    async def _initial_list(self) -> tuple[str, int]:
+        """The first list, applied page by page as the pages arrive: the decoding and applying of one page
+        overlap the API server's work on the next (10,000 pods are 20 pages of 500), instead of all of it
+        waiting for the last page. ``synced`` is still set only once every page is applied, so nothing is
+        scheduled on a partial cache. Pages that arrive before the informers of ``apply_after`` are synced are
+        held and applied once they are (APPLY_LAST). When the list restarted (expired continue token) or the
+        store was not empty (an earlier attempt failed after some pages), the complete list is reconciled at
+        the end, as a re-list is: what disappeared meanwhile is deleted."""
+        after = self.apply_after
+        gate = asyncio.ensure_future(asyncio.gather(*(inf.synced.wait() for inf in after))) if after else None
+        held: list[list[Obj]] = []
+        streaming = not self.store
+        restarts = self.stats["list_restarts"]
+
+        def on_page(page: list[Obj]) -> None:
+            if self.stats["list_restarts"] != restarts:
+                return  # listing again: the complete list is reconciled at the end
+            if gate is not None and not gate.done():
+                held.append(page)
+                return
+            for p in [*held, page]:
+                for o in p:
+                    self._upsert(o)
+            held.clear()
+
+        try:
+            items, rv = await self.list_all(on_page if streaming else None)
+            if gate is not None:
+                await gate
+        finally:
+            if gate is not None and not gate.done():
+                gate.cancel()
+        if streaming and self.stats["list_restarts"] == restarts:
+            for p in held:
+                for o in p:
+                    self._upsert(o)
+        else:
+            self.reconcile(items)
+        return rv, len(items)
 
     def reconcile(self, items: Iterable[Obj]) -> None:
         """Make the store (and the cache) equal to ``items``: DELETED, then MODIFIED/ADDED."""

@@ -79,6 +79,7 @@ async def discover_gated(api: LiveAPI) -> dict[Resource, bool]:
     found = await asyncio.gather(*(api.serves(r) for r in GATED))
     return dict(zip(GATED, found, strict=True))
 
+
 # a pod kept out of the queue by PreEnqueue this long gets PodScheduled=False saying why
 GATED_CONDITION_AFTER = 5.0
 # kube-scheduler's pod informer: finished pods hold no resources and are not scheduled
@@ -260,12 +261,25 @@ class SchedulerApp:
     def _object_report(self) -> None:
         """The untraced memory report: live objects by type (gc's view, no tracing needed, ~0.3 s per million
         objects), the 20 most numerous and the 20 that grew most since the previous report; pymalloc's arenas and
-        block bytes; the RSS before and after glibc's ``malloc_trim`` (scheduler/memory.py). Objects and blocks
+        block bytes; the RSS before and after glibc's ``malloc_trim`` (scheduler/memory.py); the collector's
+        generations, the frozen count and what a full collection found unreachable (cyclic garbage waiting for the
+        collector's rare full passes, GC_THRESHOLDS in cli.py). Objects and blocks
         flat while the RSS climbs points outside Python's objects; a large drop at the trim means freed memory
         the C library had kept."""
         import gc
         from collections import Counter
 
+        rss_before_gc = memory.rss_kib()
+        generations = [len(gc.get_objects(g)) for g in range(3)]
+        frozen = gc.get_freeze_count()
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what a full collection finds unreachable stays in gc.garbage, to count
+        try:
+            unreachable = gc.collect()
+            garbage = Counter(type(o).__qualname__ for o in gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.collect()  # the saved cycles, unreachable again, freed this time
         counts = Counter(type(o).__qualname__ for o in gc.get_objects())
         prev: Counter[str] = self._last_counts if self._last_counts is not None else Counter()
         grown = Counter({k: v - prev.get(k, 0) for k, v in counts.items()})
@@ -275,6 +289,11 @@ class SchedulerApp:
         log.info(
             "memory report",
             traced="no (PYTHONTRACEMALLOC=1 gives allocation sites)",
+            rss_before_gc_kib=rss_before_gc,
+            gc_generations=generations,
+            gc_frozen=frozen,
+            gc_unreachable_collected=unreachable,
+            gc_unreachable_types=[f"{k} {v}" for k, v in garbage.most_common(20)],
             rss_kib=rss,
             rss_after_malloc_trim_kib=memory.rss_kib() if trimmed is not None else None,
             pymalloc=arenas,
@@ -697,8 +716,9 @@ class SchedulerApp:
                 self._recover(info)
                 self.metrics.observe_attempt("error", profile, seconds)
                 if isinstance(exc, ApiError):  # e.g. the API server restarting: expected, retried from backoff
-                    log.warning("binding cycle failed on an API error; retried after backoff", pod=info.pod.key,
-                                error=str(exc))
+                    log.warning(
+                        "binding cycle failed on an API error; retried after backoff", pod=info.pod.key, error=str(exc)
+                    )
                 else:
                     log.error("binding cycle crashed", pod=info.pod.key, error=repr(exc))
             elif t.result():

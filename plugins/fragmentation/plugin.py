@@ -44,6 +44,7 @@ per-node revision, which DynamicResources' node token already guards for every p
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -294,10 +295,17 @@ class DeviceFragmentation:
             self.refresh_scarcity(state)
         if shape.reqs and self.mix:
             prev = state.read(DEVICE_ORDER_KEY)
+            # the function is kept in the state: holding the state weakly keeps the two out of a reference cycle,
+            # which plain reference counting cannot free (each cycle's state, snapshot and pods would wait for
+            # the collector's rare full passes: issue 24's growth between them)
+            state_ref = weakref.ref(state)
 
             def order(node: Node, cands: Sequence[Candidate], spec: RequestSpec, count: int) -> Sequence[Candidate]:
                 base = prev(node, cands, spec, count) if prev is not None else cands
-                return self.order_devices(state, pod, node, cands, base, spec, count)
+                st = state_ref()
+                if st is None:  # the cycle is over
+                    return base
+                return self.order_devices(st, pod, node, cands, base, spec, count)
 
             state.write(DEVICE_ORDER_KEY, order)
         return None, Status.ok()

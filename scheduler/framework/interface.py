@@ -100,7 +100,17 @@ _SKIP = Status(Code.SKIP)
 class CycleState:
     """Per-cycle scratchpad keyed by plugin name; also carries the cycle's snapshot."""
 
-    __slots__ = ("_data", "node_tokens", "record_plugin_metrics", "skip_filter", "skip_score", "snapshot")
+    # __weakref__: a plugin may keep a function in the state that needs the state back (a weak reference, so
+    # that the state and the function are no reference cycle: a cycle waits for the collector's full passes)
+    __slots__ = (
+        "__weakref__",
+        "_data",
+        "node_tokens",
+        "record_plugin_metrics",
+        "skip_filter",
+        "skip_score",
+        "snapshot",
+    )
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot

@@ -46,9 +46,13 @@ Checked continuously (every few seconds; each violation is printed when found an
 
 Measured: RSS of each replica every 5 s from /proc/<pid>/status (``rss.csv``, ``rss.svg`` and a terminal
 plot), the leader's RSS slope in MiB/h after warm-up (the first 25% of the run or 3 minutes, whichever is
-smaller, and the first 30 s of each leadership stretch) by least squares with one intercept per stretch, so a
-restarted process's lower level does not read as a fall; the run fails when it exceeds ``--max-slope``
-(20 MiB/h) and at least ``--slope-min-minutes`` of leader samples back it (shorter runs report it only).
+smaller, and the first ``--leader-warmup`` s of each leadership stretch: 6 minutes, the longest a leader's
+tables take to reach their working size - an Event series is kept 6 minutes after its last occurrence, as
+client-go's ``finishTime`` - in runs of 10 minutes or more, 30 s in shorter ones) by least squares with one
+intercept per stretch, so a restarted process's lower level does not read as a fall; the run fails when it
+exceeds ``--max-slope`` (20 MiB/h) and at least ``--slope-min-minutes`` of leader samples back it (shorter runs
+report it only). So that one leader leads long enough for that, runs of 10 minutes or more put their faults in
+the first 40% of the run (``--fault-span``); shorter runs spread them over the whole run.
 Per fault: the lease expiry, the takeover (next Lease write by another process) and the next Binding. Bind
 latency (pod created -> spec.nodeName seen) p50/p99, overall and outside fault windows.
 
@@ -156,7 +160,9 @@ class Options:
     grace: float = 30.0
     lifetime: tuple[float, float] = (15.0, 90.0)  # seconds a unit lives, uniform
     max_slope: float = 20.0  # MiB/h
-    slope_min_minutes: float = 8.0  # leader samples needed after warm-up before the slope gates the run
+    slope_min_minutes: float = 6.0  # leader samples needed after warm-up before the slope gates the run
+    leader_warmup: float = 360.0  # s of each leadership stretch left out of the slope (runs of >= 10 min)
+    fault_span: float | None = None  # faults within this share of the run (None: 0.4 from 10 min, else 1.0)
     gate_slope: bool = True
     faults: tuple[str, ...] = ALL_FAULTS
     check_interval: float = 3.0
@@ -325,8 +331,9 @@ class SoakPodWatch(PodWatch):
     def _see(self, obj: JSON, now: float) -> None:
         super()._see(obj, now)
         if not obj.get("spec", {}).get("nodeName") and any(
-                c.get("type") == "PodScheduled" and c.get("status") == "False"
-                for c in (obj.get("status") or {}).get("conditions") or []):
+            c.get("type") == "PodScheduled" and c.get("status") == "False"
+            for c in (obj.get("status") or {}).get("conditions") or []
+        ):
             self.refused.add(obj.get("metadata", {}).get("name", ""))
 
 
@@ -461,12 +468,14 @@ class Soak:
         for n in (1, 2, 4, 8):
             k.create(claim_template(self.ns, f"gpu-{n}", count=n))
         if self._lease() is not None:  # left by an earlier run: its holder is gone
-            k.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}",
-                      retry_for=10)
+            k.request(
+                "DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}", retry_for=10
+            )
         existing = {d["metadata"]["name"] for d in k.list("DeviceClass")}
         objs = scale_objects(FLEET, o.nodes, o.gpus)
-        self.created_objects["DeviceClass"] = [d["metadata"]["name"] for d in objs
-                                               if d["kind"] == "DeviceClass" and d["metadata"]["name"] not in existing]
+        self.created_objects["DeviceClass"] = [
+            d["metadata"]["name"] for d in objs if d["kind"] == "DeviceClass" and d["metadata"]["name"] not in existing
+        ]
         for obj in objs:
             if obj["kind"] == "Node":
                 self.node_objs[obj["metadata"]["name"]] = obj
@@ -474,10 +483,16 @@ class Soak:
                 self.slice_objs.setdefault(obj["spec"]["nodeName"], []).append(obj)
         t = time.monotonic()
         fleet = create_objects(k, objs, FLEET)
-        wait_for(lambda: sum(1 for n in k.list("Node", labelSelector=f"{FLEET_LABEL}={FLEET}") if _ready(n)) == o.nodes,
-                 120, "every soak node Ready (kwok)", interval=0.5)
-        self.say(f"fleet: {len(fleet.nodes)} kwok nodes x {o.gpus} GPUs = {fleet.device_count()} devices "
-                 f"({len(fleet.slices)} ResourceSlices) in {time.monotonic() - t:.1f}s; namespace {self.ns}")
+        wait_for(
+            lambda: sum(1 for n in k.list("Node", labelSelector=f"{FLEET_LABEL}={FLEET}") if _ready(n)) == o.nodes,
+            120,
+            "every soak node Ready (kwok)",
+            interval=0.5,
+        )
+        self.say(
+            f"fleet: {len(fleet.nodes)} kwok nodes x {o.gpus} GPUs = {fleet.device_count()} devices "
+            f"({len(fleet.slices)} ResourceSlices) in {time.monotonic() - t:.1f}s; namespace {self.ns}"
+        )
         self.capacity = fleet.device_count()
 
     def identities(self) -> dict[str, str]:
@@ -491,36 +506,64 @@ class Soak:
         for slot, (user, key) in SLOT_USERS.items():
             token = env.get(key)
             if not token:
-                raise RuntimeError(f"no {key} in {self.rd}/cluster.env: the cluster predates per-user tokens; "
-                                   "restart it (e2e/cluster.sh down && up)")
+                raise RuntimeError(
+                    f"no {key} in {self.rd}/cluster.env: the cluster predates per-user tokens; "
+                    "restart it (e2e/cluster.sh down && up)"
+                )
             kc = d / f"replica-{slot}.kubeconfig"
             kc.write_text(_kubeconfig(self.info.server, ca, user, token))
             kc.chmod(0o600)
             out[slot] = str(kc)
             name = f"soak-{user.replace(':', '-')}"
-            binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                       "metadata": {"name": name},
-                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                   "name": "cluster-admin"},
-                       "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+            binding = {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }
             if _post(self.kube, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding):
                 self.created_objects["ClusterRoleBinding"].append(name)
-        flow = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-                "metadata": {"name": "soak-dra-scheduler"},
-                "spec": {"priorityLevelConfiguration": {"name": "workload-high"}, "matchingPrecedence": 800,
-                         "distinguisherMethod": {"type": "ByNamespace"},
-                         "rules": [{"subjects": [{"kind": "User", "user": {"name": "dra-scheduler"}}],
-                                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                       "namespaces": ["*"], "clusterScope": True}],
-                                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+        flow = {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": {"name": "soak-dra-scheduler"},
+            "spec": {
+                "priorityLevelConfiguration": {"name": "workload-high"},
+                "matchingPrecedence": 800,
+                "distinguisherMethod": {"type": "ByNamespace"},
+                "rules": [
+                    {
+                        "subjects": [{"kind": "User", "user": {"name": "dra-scheduler"}}],
+                        "resourceRules": [
+                            {
+                                "verbs": ["*"],
+                                "apiGroups": ["*"],
+                                "resources": ["*"],
+                                "namespaces": ["*"],
+                                "clusterScope": True,
+                            }
+                        ],
+                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    }
+                ],
+            },
+        }
         if _post(self.kube, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", flow):
             self.created_objects["FlowSchema"].append("soak-dra-scheduler")
         return out
 
     def start_replicas(self) -> None:
         o = self.opts
-        extra = ["--leader-elect", "--leader-elect-lease-duration", f"{o.lease:g}s",
-                 "--leader-elect-renew-deadline", f"{o.renew:g}s", "--leader-elect-retry-period", f"{o.retry:g}s"]
+        extra = [
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            f"{o.lease:g}s",
+            "--leader-elect-renew-deadline",
+            f"{o.renew:g}s",
+            "--leader-elect-retry-period",
+            f"{o.retry:g}s",
+        ]
         kcs = self.identities()
         for slot in SLOT_USERS:
             log = self.out / f"replica-{slot}.log"
@@ -528,8 +571,10 @@ class Soak:
             self.replicas[slot] = Replica(slot, self.info, kcs[slot], log, extra)
         for r in self.replicas.values():
             r.start()
-            self.say(f"replica {r.slot} started (pid {r.pid}, user {SLOT_USERS[r.slot][0]}, metrics "
-                     f"127.0.0.1:{r.sp.port}, log {r.sp.log_path})")
+            self.say(
+                f"replica {r.slot} started (pid {r.pid}, user {SLOT_USERS[r.slot][0]}, metrics "
+                f"127.0.0.1:{r.sp.port}, log {r.sp.log_path})"
+            )
         self.poll_lease()
         wait_for(lambda: self.poll_lease() and self.leader() is not None, 60, "a replica holding the Lease", 0.2)
         self.say(f"replica {self.leader()} holds the Lease ({self.holder})")
@@ -538,8 +583,9 @@ class Soak:
 
     def _lease(self) -> JSON | None:
         try:
-            return self.kube.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/"
-                                     f"{LEASE_NAME}", retry_for=2)
+            return self.kube.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}", retry_for=2
+            )
         except KubeError:
             return None
 
@@ -585,8 +631,11 @@ class Soak:
             if e is not None:
                 self.say(f"replica {r.slot} (pid {e.pid}) exited {e.code}: {e.why}")
                 if not e.expected:
-                    self.violation(f"exit-{e.pid}", f"replica {r.slot} (pid {e.pid}) exited {e.code} without losing "
-                                   f"the Lease or being killed:\n{_indent(r.sp.tail(25))}")
+                    self.violation(
+                        f"exit-{e.pid}",
+                        f"replica {r.slot} (pid {e.pid}) exited {e.code} without losing "
+                        f"the Lease or being killed:\n{_indent(r.sp.tail(25))}",
+                    )
             time.sleep(1.0)
             if self.stop_event.is_set() or r.paused or r.stopping:
                 continue
@@ -616,8 +665,9 @@ class Soak:
                             continue
                         s = RssSample(t, r.slot, pid, got[0], lead == r.slot, got[1])
                         self.rss.append(s)
-                        f.write(f"{t:.1f},{self.epoch(t):.3f},{r.slot},{pid},{s.rss_mib:.2f},{int(s.leader)},"
-                                f"{s.state}\n")
+                        f.write(
+                            f"{t:.1f},{self.epoch(t):.3f},{r.slot},{pid},{s.rss_mib:.2f},{int(s.leader)},{s.state}\n"
+                        )
                     f.flush()
                 self.stop_event.wait(1.0)
 
@@ -660,13 +710,22 @@ class Soak:
         for p in pods:  # a gang member told its PodGroup does not exist, though we created it first
             labels = p["metadata"].get("labels") or {}
             unit = self.units.get(labels.get(UNIT_LABEL, ""))
-            cond = next((c for c in (p.get("status") or {}).get("conditions") or []
-                         if c.get("type") == "PodScheduled"), {})
-            if (unit is not None and unit.group and not p["spec"].get("nodeName") and "does not exist" in
-                    (cond.get("message") or "") and t - unit.created > self.opts.grace and unit.uid not in self.misled):
+            cond = next(
+                (c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+            )
+            if (
+                unit is not None
+                and unit.group
+                and not p["spec"].get("nodeName")
+                and "does not exist" in (cond.get("message") or "")
+                and t - unit.created > self.opts.grace
+                and unit.uid not in self.misled
+            ):
                 self.misled.add(unit.uid)
-                self.notes.append(f"[{t:.0f}s] gang {unit.uid}: pending with \"{cond.get('message')}\" "
-                                  f"{t - unit.created:.0f}s after its {unit.group[0]} {unit.group[1]} was created")
+                self.notes.append(
+                    f'[{t:.0f}s] gang {unit.uid}: pending with "{cond.get("message")}" '
+                    f"{t - unit.created:.0f}s after its {unit.group[0]} {unit.group[1]} was created"
+                )
                 self.say(f"note: {self.notes[-1]}")
         now_e = time.time()
         for key in list(self.first_seen):
@@ -681,8 +740,10 @@ class Soak:
             start = max(first, self.epoch(self.quiet_since))
             if not self.fault_active and now_e - start > self.opts.grace:
                 self.violation(key, f"{msg} for {now_e - first:.0f}s (grace {self.opts.grace:g}s)")
-        used = sum(len(((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or [])
-                   for c in claims)
+        used = sum(
+            len(((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or [])
+            for c in claims
+        )
         bound = sum(1 for p in pods if p["spec"].get("nodeName"))
         pending = len(pods) - bound
         util = used / self.capacity if self.capacity else 0.0
@@ -704,8 +765,14 @@ class Soak:
         for e in self.audit.read():
             if e.user in USER_SLOT:
                 self.audit_entries.append(e)
-        self.fence = fence_check(self.audit_entries, lambda e: USER_SLOT.get(e.user), LEASE_NAMESPACE, LEASE_NAME,
-                                 self.opts.lease, self.terminated)
+        self.fence = fence_check(
+            self.audit_entries,
+            lambda e: USER_SLOT.get(e.user),
+            LEASE_NAMESPACE,
+            LEASE_NAME,
+            self.opts.lease,
+            self.terminated,
+        )
         for msg in self.fence.violations:
             self.violation(f"fence:{msg}", f"write without the Lease: {msg}")
         for msg in self.fence.event_violations:
@@ -751,8 +818,12 @@ class Soak:
                 self.delete_unit(u, "expired")
             _, pods = self.snapshot
             for u in list(self.units.values()):
-                if not u.deleted and t - u.created > 4 * o.grace and u.pods and not any(
-                        (pods.get(n) or {}).get("spec", {}).get("nodeName") for n in u.pods):
+                if (
+                    not u.deleted
+                    and t - u.created > 4 * o.grace
+                    and u.pods
+                    and not any((pods.get(n) or {}).get("spec", {}).get("nodeName") for n in u.pods)
+                ):
                     self.stats.units_given_up += 1
                     self.delete_unit(u, "never bound")
             for u in list(self.units.values()):
@@ -762,14 +833,23 @@ class Soak:
                 tokens -= 1
                 self.last_probe = t
                 self.create_unit("probe", t)
-                if not self.fault_active and self.podwatch is not None and any(
-                        n in self.podwatch.bound for n, c in list(self.created_at.items())
-                        if n.startswith(UNIT_PREFIX["probe"]) and c >= self.probe_since):
+                if (
+                    not self.fault_active
+                    and self.podwatch is not None
+                    and any(
+                        n in self.podwatch.bound
+                        for n, c in list(self.created_at.items())
+                        if n.startswith(UNIT_PREFIX["probe"]) and c >= self.probe_since
+                    )
+                ):
                     self.probe_since = None  # a probe created since the fault is bound: the takeover is measured
             goal = self.target(t)
             if gpus > goal + 16:
-                bound_units = [u for u in self.units.values() if not u.deleted and any(
-                    (pods.get(n) or {}).get("spec", {}).get("nodeName") for n in u.pods)]
+                bound_units = [
+                    u
+                    for u in self.units.values()
+                    if not u.deleted and any((pods.get(n) or {}).get("spec", {}).get("nodeName") for n in u.pods)
+                ]
                 if bound_units:
                     self.delete_unit(self.rng.choice(bound_units), "demand fell")
             elif gpus < goal and pending < o.max_pending:
@@ -807,10 +887,27 @@ class Soak:
             u.pods = {pods[0]["metadata"]["name"]: 8}
         elif kind == "shared":
             u.claim = f"{uid}-claim"
-            pre = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            pre = [
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
                     "metadata": {"name": u.claim, "namespace": ns, "labels": {UNIT_LABEL: uid}},
-                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                        "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}]
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {
+                                    "name": "gpu",
+                                    "exactly": {
+                                        "deviceClassName": "gpu.nvidia.com",
+                                        "allocationMode": "ExactCount",
+                                        "count": 1,
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                }
+            ]
             m = self.rng.choice((2, 3))
             pods = [gpu_pod(ns, f"{uid}-s{i}", claim=u.claim, fleet=FLEET) for i in range(m)]
             u.pods = {p["metadata"]["name"]: 0 for p in pods}
@@ -825,8 +922,10 @@ class Soak:
             else:
                 pre = [upstream_podgroup(ns, name, 4)]
                 u.group = (UPSTREAM_PODGROUP, name)
-                pods = [upstream_member(gpu_pod(ns, f"{uid}-m{i}", template=f"gpu-{n}", fleet=FLEET, group=name), name)
-                        for i in range(4)]
+                pods = [
+                    upstream_member(gpu_pod(ns, f"{uid}-m{i}", template=f"gpu-{n}", fleet=FLEET, group=name), name)
+                    for i in range(4)
+                ]
             u.pods = {p["metadata"]["name"]: n for p in pods}
         elif kind == "probe":  # one small CPU pod a second during a fault: the next Binding shows the takeover
             u.expires = t + 10
@@ -886,8 +985,9 @@ class Soak:
             self.drained.add(p["metadata"]["name"])
             k.delete("Pod", p["metadata"]["name"], self.ns, grace=0)
             self.stats.pods_drained += 1
-        wait_for(lambda: not k.list("Pod", self.ns, fieldSelector=f"spec.nodeName={name}"), 30,
-                 f"the pods of {name} deleted")
+        wait_for(
+            lambda: not k.list("Pod", self.ns, fieldSelector=f"spec.nodeName={name}"), 30, f"the pods of {name} deleted"
+        )
         k.delete_collection("ResourceSlice", fieldSelector=f"spec.nodeName={name}")
         k.delete("Node", name)
         wait_for(lambda: k.try_get("Node", name) is None, 30, f"node {name} deleted")
@@ -899,8 +999,10 @@ class Soak:
             s2["spec"]["pool"]["generation"] = int(s2["spec"]["pool"].get("generation", 1)) + 1
             k.create(s2)
         self.devices_at = -1e9
-        self.say(f"maintenance: node {name} cordoned, {len(on_node)} pod(s) drained, deleted and re-created with its "
-                 f"slice in {time.monotonic() - t:.1f}s")
+        self.say(
+            f"maintenance: node {name} cordoned, {len(on_node)} pod(s) drained, deleted and re-created with its "
+            f"slice in {time.monotonic() - t:.1f}s"
+        )
 
     def slice_republish(self) -> None:
         k = self.kube
@@ -912,10 +1014,16 @@ class Soak:
         time.sleep(2)
         for s in slices:
             meta = s["metadata"]
-            new = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                   "metadata": {"name": meta["name"], "labels": meta.get("labels") or {},
-                                "ownerReferences": meta.get("ownerReferences") or []},
-                   "spec": json.loads(json.dumps(s["spec"]))}
+            new = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {
+                    "name": meta["name"],
+                    "labels": meta.get("labels") or {},
+                    "ownerReferences": meta.get("ownerReferences") or [],
+                },
+                "spec": json.loads(json.dumps(s["spec"])),
+            }
             new["spec"]["pool"]["generation"] = int(new["spec"]["pool"].get("generation", 1)) + 1
             k.create(new)
         self.devices_at = -1e9
@@ -959,8 +1067,11 @@ class Soak:
         if f.slot is not None:
             starts = [e for e, _ in self.replicas[f.slot].starts if e > f.at]
             f.old_restarted = starts[0] if starts else None
-        self.say(f"{f.kind}: replica {lead} holds the Lease {f.recovered - f.at:.1f}s after the fault"
-                 if lead else f"{f.kind}: no leader {f.recovered - f.at:.0f}s after the fault")
+        self.say(
+            f"{f.kind}: replica {lead} holds the Lease {f.recovered - f.at:.1f}s after the fault"
+            if lead
+            else f"{f.kind}: no leader {f.recovered - f.at:.0f}s after the fault"
+        )
 
     def fault_kill_9(self) -> None:
         r = self.current_leader()
@@ -1036,8 +1147,9 @@ class Soak:
         faults = list(self.opts.faults)
         if total < 120:
             faults = [f for f in faults if f in ("kill-9", "sigstop")]
+        span = self.opts.fault_span if self.opts.fault_span is not None else (0.4 if total >= 600 else 1.0)
         for i, kind in enumerate(faults):
-            ev.append((total * (i + 1) / (len(faults) + 1), kind))
+            ev.append((total * span * (i + 1) / (len(faults) + 1), kind))
         if self.opts.maintenance:
             period = min(180.0, total / 5)
             k = 0
@@ -1061,8 +1173,10 @@ class Soak:
         churn = threading.Thread(target=self.churn, name="churn", daemon=True)
         churn.start()
         events = self.schedule()
-        self.say(f"soak for {o.minutes:g} min: churn <= {o.rate:g} pods/s, lifetime {o.lifetime[0]:g}-"
-                 f"{o.lifetime[1]:g}s, events: " + ", ".join(f"{k}@{t:.0f}s" for t, k in events))
+        self.say(
+            f"soak for {o.minutes:g} min: churn <= {o.rate:g} pods/s, lifetime {o.lifetime[0]:g}-"
+            f"{o.lifetime[1]:g}s, events: " + ", ".join(f"{k}@{t:.0f}s" for t, k in events)
+        )
         skipped = [f for f in o.faults if f not in {k for _, k in events}]
         if skipped:
             self.say(f"faults left out in a run this short: {', '.join(skipped)}")
@@ -1097,9 +1211,12 @@ class Soak:
         u = self.util[-1] if self.util else (0, 0.0, 0, 0, 0)
         rss = {s.slot: s.rss_mib for s in self.rss[-4:]}
         binds = len(self.fence.binds) if self.fence else 0
-        self.say(f"status: GPUs in use {u[1] * 100:5.1f}%, pods {u[2]} ({u[3]} bound, {u[4]} pending), leader "
-                 f"{self.leader() or '-'}, RSS " + ", ".join(f"{k} {v:.0f} MiB" for k, v in sorted(rss.items()))
-                 + f", Bindings {binds}, violations {len(self.violations)}")
+        self.say(
+            f"status: GPUs in use {u[1] * 100:5.1f}%, pods {u[2]} ({u[3]} bound, {u[4]} pending), leader "
+            f"{self.leader() or '-'}, RSS "
+            + ", ".join(f"{k} {v:.0f} MiB" for k, v in sorted(rss.items()))
+            + f", Bindings {binds}, violations {len(self.violations)}"
+        )
 
     def stop_replicas(self) -> None:
         for r in self.replicas.values():
@@ -1134,8 +1251,12 @@ class Soak:
             r.log.flush()
             tracebacks += r.log.tracebacks
         t_end = max(self.now(), 1.0)
-        lines: list[str] = ["", "=" * 100, f"soak summary ({o.minutes:g} min, {o.nodes} nodes x {o.gpus} GPUs, seed "
-                            f"{o.seed}, out {self.out})", "=" * 100]
+        lines: list[str] = [
+            "",
+            "=" * 100,
+            f"soak summary ({o.minutes:g} min, {o.nodes} nodes x {o.gpus} GPUs, seed {o.seed}, out {self.out})",
+            "=" * 100,
+        ]
         with (self.out / "audit-replicas.jsonl").open("w") as f:
             for e in self.audit_entries:
                 f.write(json.dumps(dataclasses.asdict(e)) + "\n")
@@ -1165,37 +1286,50 @@ class Soak:
                     if name not in pw.refused:
                         lat_placeable.append(b - c)
         utils = [u[1] for u in self.util if u[0] > 30]
-        lines.append(f"duration {t_end / 60:.1f} min; units created {dict(s.units)}; pods created {s.pods_created}, "
-                     f"bound {len(pw.bound) if pw else '?'}, deleted by the churn {s.pods_deleted}, drained "
-                     f"{s.pods_drained}, gone otherwise (preempted) {s.pods_vanished}; units never bound and given up "
-                     f"{s.units_given_up}; create errors {s.create_errors}")
+        lines.append(
+            f"duration {t_end / 60:.1f} min; units created {dict(s.units)}; pods created {s.pods_created}, "
+            f"bound {len(pw.bound) if pw else '?'}, deleted by the churn {s.pods_deleted}, drained "
+            f"{s.pods_drained}, gone otherwise (preempted) {s.pods_vanished}; units never bound and given up "
+            f"{s.units_given_up}; create errors {s.create_errors}"
+        )
         binds_by = Counter(b[1] for b in fence.binds)
-        lines.append(f"Bindings (audit log) {len(fence.binds)}: " + ", ".join(f"replica {k} {v}"
-                                                                              for k, v in sorted(binds_by.items())))
+        lines.append(
+            f"Bindings (audit log) {len(fence.binds)}: "
+            + ", ".join(f"replica {k} {v}" for k, v in sorted(binds_by.items()))
+        )
         if utils:
-            lines.append(f"GPU utilisation after the first 30 s: min {min(utils) * 100:.0f}%, mean "
-                         f"{sum(utils) / len(utils) * 100:.0f}%, max {max(utils) * 100:.0f}%")
+            lines.append(
+                f"GPU utilisation after the first 30 s: min {min(utils) * 100:.0f}%, mean "
+                f"{sum(utils) / len(utils) * 100:.0f}%, max {max(utils) * 100:.0f}%"
+            )
 
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v:.2f}s"
 
-        lines.append(f"bind latency (created -> nodeName seen), {len(lat_all)} pods: p50 "
-                     f"{ms(percentile(lat_all, 50))}, p99 {ms(percentile(lat_all, 99))}, max "
-                     f"{ms(max(lat_all, default=None))}; outside "
-                     f"fault windows ({len(lat_quiet)} pods): p50 {ms(percentile(lat_quiet, 50))}, p99 "
-                     f"{ms(percentile(lat_quiet, 99))}; outside fault windows and never refused (placeable at once, "
-                     f"{len(lat_placeable)} pods): p50 {ms(percentile(lat_placeable, 50))}, p99 "
-                     f"{ms(percentile(lat_placeable, 99))}")
-        lines.append("  by kind (all pods): " + "; ".join(
-            f"{k} {len(v)} p50 {ms(percentile(v, 50))} p99 {ms(percentile(v, 99))}"
-            for k, v in sorted(by_kind.items())))
+        lines.append(
+            f"bind latency (created -> nodeName seen), {len(lat_all)} pods: p50 "
+            f"{ms(percentile(lat_all, 50))}, p99 {ms(percentile(lat_all, 99))}, max "
+            f"{ms(max(lat_all, default=None))}; outside "
+            f"fault windows ({len(lat_quiet)} pods): p50 {ms(percentile(lat_quiet, 50))}, p99 "
+            f"{ms(percentile(lat_quiet, 99))}; outside fault windows and never refused (placeable at once, "
+            f"{len(lat_placeable)} pods): p50 {ms(percentile(lat_placeable, 50))}, p99 "
+            f"{ms(percentile(lat_placeable, 99))}"
+        )
+        lines.append(
+            "  by kind (all pods): "
+            + "; ".join(
+                f"{k} {len(v)} p50 {ms(percentile(v, 50))} p99 {ms(percentile(v, 99))}"
+                for k, v in sorted(by_kind.items())
+            )
+        )
 
         pending = [p for p in self.last_pods if not p["spec"].get("nodeName")]
         if pending:
             why: Counter[str] = Counter()
             for p in pending:
-                cond = next((c for c in (p.get("status") or {}).get("conditions") or []
-                             if c.get("type") == "PodScheduled"), {})
+                cond = next(
+                    (c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+                )
                 msg = re.sub(r"\b(soak-[0-9a-f]{6}/)?[a-z]{2}\d{5}-[a-z0-9-]+", "<name>", cond.get("message") or "-")
                 why[f"{(p['metadata'].get('labels') or {}).get(KIND_LABEL, '?')}: {msg[:150]}"] += 1
             lines.append(f"pending at the end: {len(pending)} pod(s); their PodScheduled messages:")
@@ -1203,8 +1337,10 @@ class Soak:
 
         # takeovers
         lines.append("")
-        lines.append(f"faults (lease {o.lease:g}s, renew deadline {o.renew:g}s, retry {o.retry:g}s; times relative "
-                     f"to the fault):")
+        lines.append(
+            f"faults (lease {o.lease:g}s, renew deadline {o.renew:g}s, retry {o.retry:g}s; times relative "
+            f"to the fault):"
+        )
         tks = takeovers(self.faults, fence, {r.slot: [e for e, _ in r.starts] for r in self.replicas.values()})
         for tk in tks:
             lines.append("  " + tk.line(o.lease, self.t0) + (f"; {tk.fault.note}" if tk.fault.note else ""))
@@ -1228,35 +1364,52 @@ class Soak:
 
         # RSS
         warm = min(0.25 * o.seconds, 180.0)
-        segs = leader_segments(self.rss, warm, 30.0, 3 * o.rss_interval)
+        seg_warm = o.leader_warmup if o.seconds >= 600 else 30.0
+        segs = leader_segments(self.rss, warm, seg_warm, 3 * o.rss_interval)
         slope = pooled_slope(segs)
         covered = sum(g[-1][0] - g[0][0] for g in segs) / 60
         gated = o.gate_slope and covered >= o.slope_min_minutes
         lines.append("")
-        lines.append(f"RSS (MiB) every {o.rss_interval:g}s; warm-up {warm:.0f}s:")
+        lines.append(
+            f"RSS (MiB) every {o.rss_interval:g}s; warm-up {warm:.0f}s of the run and {seg_warm:.0f}s of "
+            "each leadership stretch:"
+        )
         for (slot, pid), (sl, mins) in sorted(process_slopes(self.rss, warm).items()):
             ss = [x for x in self.rss if x.slot == slot and x.pid == pid]
             led = sum(1 for x in ss if x.leader) * o.rss_interval / 60
-            lines.append(f"  {slot} pid {pid}: {ss[0].rss_mib:.1f} at {ss[0].t:.0f}s -> {ss[-1].rss_mib:.1f} at "
-                         f"{ss[-1].t:.0f}s (max {max(x.rss_mib for x in ss):.1f}); led {led:.1f} min; slope after "
-                         f"warm-up {'-' if sl is None else f'{sl:+.1f} MiB/h'} over {mins:.1f} min")
-        verdict = ("no leader samples after warm-up" if slope is None else
-                   f"{slope:+.1f} MiB/h over {covered:.1f} min in {len(segs)} leadership stretch(es)")
+            lines.append(
+                f"  {slot} pid {pid}: {ss[0].rss_mib:.1f} at {ss[0].t:.0f}s -> {ss[-1].rss_mib:.1f} at "
+                f"{ss[-1].t:.0f}s (max {max(x.rss_mib for x in ss):.1f}); led {led:.1f} min; slope after "
+                f"warm-up {'-' if sl is None else f'{sl:+.1f} MiB/h'} over {mins:.1f} min"
+            )
+        verdict = (
+            "no leader samples after warm-up"
+            if slope is None
+            else f"{slope:+.1f} MiB/h over {covered:.1f} min in {len(segs)} leadership stretch(es)"
+        )
         if slope is None or not gated:
-            why = ("not gated: " + (f"only {covered:.1f} min of leader samples after warm-up, the gate needs "
-                                    f"{o.slope_min_minutes:g}") if o.gate_slope else "not gated (report only)")
+            why = (
+                "not gated: "
+                + (f"only {covered:.1f} min of leader samples after warm-up, the gate needs {o.slope_min_minutes:g}")
+                if o.gate_slope
+                else "not gated (report only)"
+            )
         else:
-            why = (f"FAIL: above {o.max_slope:g} MiB/h" if slope > o.max_slope else f"ok (<= {o.max_slope:g} MiB/h)")
+            why = f"FAIL: above {o.max_slope:g} MiB/h" if slope > o.max_slope else f"ok (<= {o.max_slope:g} MiB/h)"
         lines.append(f"  leader RSS slope: {verdict}; {why}")
         marks = [(t, c) for t, c, _ in self.marks]
         lines += terminal_plot(self.rss, marks, t_end)
-        lines.append("  (events: K kill -9, S SIGSTOP, E etcd restart, A apiserver restart, n node re-created, "
-                     "s slice republished)")
+        lines.append(
+            "  (events: K kill -9, S SIGSTOP, E etcd restart, A apiserver restart, n node re-created, "
+            "s slice republished)"
+        )
         spans = [(sl, a - self.t0, b - self.t0) for sl, a, b in leader_spans(fence.lease_writes, o.lease, time.time())]
-        title = (f"dra-scheduler soak: RSS of two leader-elected replicas ({o.minutes:g} min); leader slope "
-                 + ("-" if slope is None else f"{slope:+.1f} MiB/h"))
-        (self.out / "rss.svg").write_text(rss_svg(self.rss, spans, [(t, lab) for t, _, lab in self.marks], t_end,
-                                                  title))
+        title = f"dra-scheduler soak: RSS of two leader-elected replicas ({o.minutes:g} min); leader slope " + (
+            "-" if slope is None else f"{slope:+.1f} MiB/h"
+        )
+        (self.out / "rss.svg").write_text(
+            rss_svg(self.rss, spans, [(t, lab) for t, _, lab in self.marks], t_end, title)
+        )
         lines.append(f"  plot: {self.out / 'rss.svg'}; samples: {self.out / 'rss.csv'}")
 
         # violations
@@ -1274,39 +1427,74 @@ class Soak:
         if self.notes:
             lines.append("notes:")
             lines += ["  " + n for n in self.notes]
-        result = Result(list(self.violations), tracebacks, list(fence.event_violations), slope, covered, gated, {},
-                        self.out)
+        result = Result(
+            list(self.violations), tracebacks, list(fence.event_violations), slope, covered, gated, {}, self.out
+        )
         result.summary = {
-            "minutes": o.minutes, "nodes": o.nodes, "gpus_per_node": o.gpus, "rate": o.rate, "seed": o.seed,
-            "duration_s": t_end, "units": dict(s.units), "pods_created": s.pods_created,
-            "pods_bound": len(pw.bound) if pw else None, "pods_deleted": s.pods_deleted, "pods_drained": s.pods_drained,
-            "pods_preempted_or_gone": s.pods_vanished, "bindings": len(fence.binds), "bindings_by_replica": binds_by,
-            "bind_latency_s": {"p50": percentile(lat_all, 50), "p99": percentile(lat_all, 99),
-                               "p50_outside_faults": percentile(lat_quiet, 50),
-                               "p99_outside_faults": percentile(lat_quiet, 99),
-                               "p50_placeable_at_once": percentile(lat_placeable, 50),
-                               "p99_placeable_at_once": percentile(lat_placeable, 99),
-                               "by_kind": {k: {"pods": len(v), "p50": percentile(v, 50), "p99": percentile(v, 99)}
-                                           for k, v in by_kind.items()}},
+            "minutes": o.minutes,
+            "nodes": o.nodes,
+            "gpus_per_node": o.gpus,
+            "rate": o.rate,
+            "seed": o.seed,
+            "duration_s": t_end,
+            "units": dict(s.units),
+            "pods_created": s.pods_created,
+            "pods_bound": len(pw.bound) if pw else None,
+            "pods_deleted": s.pods_deleted,
+            "pods_drained": s.pods_drained,
+            "pods_preempted_or_gone": s.pods_vanished,
+            "bindings": len(fence.binds),
+            "bindings_by_replica": binds_by,
+            "bind_latency_s": {
+                "p50": percentile(lat_all, 50),
+                "p99": percentile(lat_all, 99),
+                "p50_outside_faults": percentile(lat_quiet, 50),
+                "p99_outside_faults": percentile(lat_quiet, 99),
+                "p50_placeable_at_once": percentile(lat_placeable, 50),
+                "p99_placeable_at_once": percentile(lat_placeable, 99),
+                "by_kind": {
+                    k: {"pods": len(v), "p50": percentile(v, 50), "p99": percentile(v, 99)} for k, v in by_kind.items()
+                },
+            },
             "utilisation": {"min": min(utils, default=None), "max": max(utils, default=None)},
-            "takeovers": [{"fault": tk.fault.kind, "at_s": tk.fault.at - self.t0, "leader": tk.fault.slot,
-                           "lease_expiry_s": None if tk.last_renewal is None else
-                           tk.last_renewal + o.lease - tk.fault.at,
-                           "acquired_s": None if tk.acquired is None else tk.acquired - tk.fault.at,
-                           "acquired_by": tk.acquired_by,
-                           "first_binding_s": None if tk.first_bind is None else tk.first_bind - tk.fault.at,
-                           "note": tk.fault.note} for tk in tks],
-            "rss": {f"{slot}/{pid}": {"slope_mib_per_h": sl, "minutes": m}
-                    for (slot, pid), (sl, m) in process_slopes(self.rss, warm).items()},
-            "leader_slope_mib_per_h": slope, "leader_slope_minutes": covered, "slope_gated": gated,
-            "max_slope_mib_per_h": o.max_slope, "violations": self.violations, "tracebacks": tracebacks,
+            "takeovers": [
+                {
+                    "fault": tk.fault.kind,
+                    "at_s": tk.fault.at - self.t0,
+                    "leader": tk.fault.slot,
+                    "lease_expiry_s": None if tk.last_renewal is None else tk.last_renewal + o.lease - tk.fault.at,
+                    "acquired_s": None if tk.acquired is None else tk.acquired - tk.fault.at,
+                    "acquired_by": tk.acquired_by,
+                    "first_binding_s": None if tk.first_bind is None else tk.first_bind - tk.fault.at,
+                    "note": tk.fault.note,
+                }
+                for tk in tks
+            ],
+            "rss": {
+                f"{slot}/{pid}": {"slope_mib_per_h": sl, "minutes": m}
+                for (slot, pid), (sl, m) in process_slopes(self.rss, warm).items()
+            },
+            "leader_slope_mib_per_h": slope,
+            "leader_slope_minutes": covered,
+            "slope_gated": gated,
+            "max_slope_mib_per_h": o.max_slope,
+            "violations": self.violations,
+            "tracebacks": tracebacks,
             "event_writes_without_lease": fence.event_violations,
         }
         ok = result.ok
         lines.append("")
-        lines.append("RESULT: " + ("PASS" if ok else "FAIL") + (
-            "" if ok else f" ({len(self.violations)} violation(s), {len(tracebacks)} traceback(s)"
-            + (", leader RSS slope above the gate" if result.slope_failed else "") + ")"))
+        lines.append(
+            "RESULT: "
+            + ("PASS" if ok else "FAIL")
+            + (
+                ""
+                if ok
+                else f" ({len(self.violations)} violation(s), {len(tracebacks)} traceback(s)"
+                + (", leader RSS slope above the gate" if result.slope_failed else "")
+                + ")"
+            )
+        )
         text = "\n".join(lines)
         print(text, flush=True)
         self.timeline.write(text + "\n")
@@ -1322,31 +1510,62 @@ class Soak:
         if self.ns:
             ns = self.ns
             steps += [
-                ("pods", lambda: k.request("DELETE", KINDS["Pod"].path(ns), {"kind": "DeleteOptions",
-                                                                             "apiVersion": "v1",
-                                                                             "gracePeriodSeconds": 0})),
+                (
+                    "pods",
+                    lambda: k.request(
+                        "DELETE",
+                        KINDS["Pod"].path(ns),
+                        {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+                    ),
+                ),
                 ("pods gone", lambda: wait_for(lambda: not k.list("Pod", ns), 60, "soak pods deleted", 0.5)),
-                ("PodGroup finalizers", lambda: [release_podgroup(k, pg["metadata"]["name"], ns)
-                                                 for pg in k.list(UPSTREAM_PODGROUP, ns)]),
+                (
+                    "PodGroup finalizers",
+                    lambda: [release_podgroup(k, pg["metadata"]["name"], ns) for pg in k.list(UPSTREAM_PODGROUP, ns)],
+                ),
                 ("namespace", lambda: k.delete("Namespace", ns)),
             ]
-        steps += [("fleet", lambda: delete_fleet(k, FLEET)),
-                  ("lease", lambda: k.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/"
-                                              f"leases/{LEASE_NAME}", retry_for=10))]
+        steps += [
+            ("fleet", lambda: delete_fleet(k, FLEET)),
+            (
+                "lease",
+                lambda: k.request(
+                    "DELETE",
+                    f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}",
+                    retry_for=10,
+                ),
+            ),
+        ]
         for name in (PC_LOW, PC_HIGH):
             steps.append((f"PriorityClass {name}", lambda name=name: k.delete("PriorityClass", name)))
         for name in self.created_objects["DeviceClass"]:
             steps.append((f"DeviceClass {name}", lambda name=name: k.delete("DeviceClass", name)))
         for name in self.created_objects["ClusterRoleBinding"]:
-            steps.append((f"ClusterRoleBinding {name}", lambda name=name: k.request(
-                "DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}", retry_for=10)))
+            steps.append(
+                (
+                    f"ClusterRoleBinding {name}",
+                    lambda name=name: k.request(
+                        "DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}", retry_for=10
+                    ),
+                )
+            )
         for name in self.created_objects["FlowSchema"]:
-            steps.append((f"FlowSchema {name}", lambda name=name: k.request(
-                "DELETE", f"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{name}", retry_for=10)))
+            steps.append(
+                (
+                    f"FlowSchema {name}",
+                    lambda name=name: k.request(
+                        "DELETE", f"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{name}", retry_for=10
+                    ),
+                )
+            )
         if self.ns:
             ns = self.ns
-            steps.append(("namespace gone", lambda: wait_for(lambda: k.try_get("Namespace", ns) is None, 90,
-                                                             f"namespace {ns} deleted", 1.0)))
+            steps.append(
+                (
+                    "namespace gone",
+                    lambda: wait_for(lambda: k.try_get("Namespace", ns) is None, 90, f"namespace {ns} deleted", 1.0),
+                )
+            )
         for what, fn in steps:
             try:
                 fn()
@@ -1367,9 +1586,11 @@ class Soak:
             for kind in ("Pod", "ResourceClaim", "PodGroup", UPSTREAM_PODGROUP):
                 for o in k.list(kind, ns)[:10]:
                     st = o.get("status") or {}
-                    self.say(f"  left: {kind} {o['metadata']['name']} finalizers {o['metadata'].get('finalizers')} "
-                             f"deleting {bool(o['metadata'].get('deletionTimestamp'))} allocated "
-                             f"{bool(st.get('allocation'))} reservedFor {st.get('reservedFor')}")
+                    self.say(
+                        f"  left: {kind} {o['metadata']['name']} finalizers {o['metadata'].get('finalizers')} "
+                        f"deleting {bool(o['metadata'].get('deletionTimestamp'))} allocated "
+                        f"{bool(st.get('allocation'))} reservedFor {st.get('reservedFor')}"
+                    )
         self.timeline.close()
 
 
@@ -1381,14 +1602,26 @@ class Soak:
 def cpu_pod(ns: str, name: str, anti: str, cpu: str = "2") -> JSON:
     """A CPU-only pod that may not share a node with the other pods of ``anti`` (required anti-affinity; none
     when ``anti`` is empty)."""
-    spec: JSON = {"schedulerName": SCHEDULER_NAME, "terminationGracePeriodSeconds": 0,
-                  "nodeSelector": {FLEET_LABEL: FLEET},
-                  "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
+    spec: JSON = {
+        "schedulerName": SCHEDULER_NAME,
+        "terminationGracePeriodSeconds": 0,
+        "nodeSelector": {FLEET_LABEL: FLEET},
+        "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+    }
     if anti:
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"soak-anti": anti}}, "topologyKey": "kubernetes.io/hostname"}]}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {"soak-anti": anti} if anti else {}}, "spec": spec}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"soak-anti": anti}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"soak-anti": anti} if anti else {}},
+        "spec": spec,
+    }
 
 
 PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
@@ -1403,15 +1636,26 @@ def release_podgroup(kube: Kube, name: str, ns: str) -> None:
         pg = kube.try_get(UPSTREAM_PODGROUP, name, ns)
         fins = (pg or {}).get("metadata", {}).get("finalizers") or []
         if PODGROUP_PROTECTION in fins:
-            kube.request("PATCH", KINDS[UPSTREAM_PODGROUP].path(ns, name),
-                         [{"op": "replace", "path": "/metadata/finalizers",
-                           "value": [f for f in fins if f != PODGROUP_PROTECTION]}],
-                         content_type="application/json-patch+json", retry_for=10)
+            kube.request(
+                "PATCH",
+                KINDS[UPSTREAM_PODGROUP].path(ns, name),
+                [
+                    {
+                        "op": "replace",
+                        "path": "/metadata/finalizers",
+                        "value": [f for f in fins if f != PODGROUP_PROTECTION],
+                    }
+                ],
+                content_type="application/json-patch+json",
+                retry_for=10,
+            )
 
 
 def _ready(node: JSON) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
 
 
 def _post(kube: Kube, path: str, obj: JSON) -> bool:
@@ -1474,8 +1718,12 @@ def restart_apiserver(run_dir: str, down_seconds: float, grace_seconds: int, aud
     are in the ephemeral range, so a client reconnecting meanwhile can hold it). Returns the attempts used."""
     for attempt in range(1, attempts + 1):
         try:
-            cluster.restart_apiserver(run_dir, down_seconds=down_seconds, grace_seconds=grace_seconds,
-                                      env={"E2E_AUDIT_LOG": "1" if audit else "0"})
+            cluster.restart_apiserver(
+                run_dir,
+                down_seconds=down_seconds,
+                grace_seconds=grace_seconds,
+                env={"E2E_AUDIT_LOG": "1" if audit else "0"},
+            )
             return attempt
         except cluster.ClusterError as e:
             if attempt == attempts:
@@ -1523,13 +1771,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=6.0, help="pods created per second at most")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="output dir (default /tmp/dra-scheduler-soak/<time>)")
-    ap.add_argument("--grace", type=float, default=30.0, help="seconds a stale reservation, partial gang or pending "
-                    "pod without a reason is tolerated")
-    ap.add_argument("--lifetime", type=float, nargs=2, default=(15.0, 90.0), metavar=("MIN", "MAX"),
-                    help="seconds a unit of pods lives (uniform)")
+    ap.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds a stale reservation, partial gang or pending pod without a reason is tolerated",
+    )
+    ap.add_argument(
+        "--lifetime",
+        type=float,
+        nargs=2,
+        default=(15.0, 90.0),
+        metavar=("MIN", "MAX"),
+        help="seconds a unit of pods lives (uniform)",
+    )
     ap.add_argument("--max-slope", type=float, default=20.0, help="leader RSS slope gate, MiB/h")
-    ap.add_argument("--slope-min-minutes", type=float, default=8.0,
-                    help="minutes of leader samples after warm-up needed before the slope gates the run")
+    ap.add_argument(
+        "--slope-min-minutes",
+        type=float,
+        default=6.0,
+        help="minutes of leader samples after warm-up needed before the slope gates the run",
+    )
+    ap.add_argument(
+        "--leader-warmup",
+        type=float,
+        default=360.0,
+        help="seconds of each leadership stretch left out of the slope (runs of 10 min or more)",
+    )
+    ap.add_argument(
+        "--fault-span",
+        type=float,
+        default=None,
+        help="share of the run the faults fall in (default 0.4 from 10 min, 1.0 in shorter runs)",
+    )
     ap.add_argument("--faults", default=",".join(ALL_FAULTS), help=f"comma-separated subset of {','.join(ALL_FAULTS)}")
     ap.add_argument("--no-maintenance", action="store_true", help="no node re-creation / slice republishing")
     ap.add_argument("--run-dir", default=RUN_DIR, help="control plane run dir (reused when healthy)")
@@ -1539,19 +1813,36 @@ def main(argv: list[str] | None = None) -> int:
     bad = [f for f in faults if f not in ALL_FAULTS]
     if bad:
         ap.error(f"unknown fault(s) {bad}; choose from {ALL_FAULTS}")
-    opts = Options(minutes=args.minutes, nodes=args.nodes, gpus=args.gpus, rate=args.rate, seed=args.seed,
-                   grace=args.grace, lifetime=tuple(args.lifetime), max_slope=args.max_slope,
-                   slope_min_minutes=args.slope_min_minutes, faults=faults, maintenance=not args.no_maintenance)
+    opts = Options(
+        minutes=args.minutes,
+        nodes=args.nodes,
+        gpus=args.gpus,
+        rate=args.rate,
+        seed=args.seed,
+        grace=args.grace,
+        lifetime=tuple(args.lifetime),
+        max_slope=args.max_slope,
+        slope_min_minutes=args.slope_min_minutes,
+        leader_warmup=args.leader_warmup,
+        fault_span=args.fault_span,
+        faults=faults,
+        maintenance=not args.no_maintenance,
+    )
     out = args.out or Path("/tmp/dra-scheduler-soak") / datetime.now().strftime("%Y%m%d-%H%M%S")
     rd = args.run_dir
     was_up = cluster.status(rd)[0]
     t = time.monotonic()
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}: control plane in {rd} "
-          f"({'reused' if was_up else 'starting'}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
-          flush=True)
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}: control plane in {rd} "
+        f"({'reused' if was_up else 'starting'}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
+        flush=True,
+    )
     info = cluster.start(rd, env={"E2E_PORTS": "auto", "E2E_AUDIT_LOG": "1"})
-    print(f"control plane ready in {time.monotonic() - t:.1f}s ({info.server}, Kubernetes {info.k8s_version}); "
-          f"output in {out}", flush=True)
+    print(
+        f"control plane ready in {time.monotonic() - t:.1f}s ({info.server}, Kubernetes {info.k8s_version}); "
+        f"output in {out}",
+        flush=True,
+    )
     try:
         result = run(info, opts, out, restore_audit=True)
     finally:

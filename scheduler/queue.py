@@ -18,6 +18,18 @@ Modelled on kube-scheduler's ``PriorityQueue`` (``pkg/scheduler/backend/queue``)
   ends a few ms apart leave it in expiry order, and with thousands of pods waiting for devices a low-priority
   pod took a freed GPU ahead of high-priority ones (e2e/backlog: 425 of 1,200 binds went to the lowest of
   three priorities, kube-scheduler's none).
+* **catch-up** (beyond upstream): an event that sends waiting pods back to active/backoff (``on_event``,
+  ``on_event_for``, or one that arrived during a rejected pod's attempt) opens a catch-up: ``pop`` then takes a
+  pod it sent to backoff after a rejection (not after an error) ahead of the active queue when it ranks ahead of
+  every active pod in QueueSort order, although still backing off, and the next such pod after it, until one of
+  them is rejected again; from then on backoff applies as upstream until the next such event. At most one futile
+  attempt per event, so backoff still bounds the retries of pods that keep failing. Why: with upstream's queue a
+  pod rejected because the device freed a moment ago went to another pod backs off, while lower-priority pods
+  woken by an earlier event wait in active (or in an earlier backoff window) and take the next freed device:
+  the "packed cluster" priority inversion of kubernetes/kubernetes#138249. kube-scheduler rarely shows it in
+  e2e/backlog because it retries pods more slowly than their backoffs expire; this scheduler gave the freed GPUs
+  by priority 3000: 351, 2000: 400, 1000: 449 where kube-scheduler gave 713 / 487 / 0; with the catch-up
+  968 / 232 / 0, priority respected at every bind (tests/test_queue_catch_up.py).
 * **unschedulable**: pods that did not fit, with the plugins that rejected them. A cluster event
   ``(kind, action)`` with its ``old`` / ``new`` objects moves a pod when, among its rejecting plugins that
   registered that event, one has no QueueingHint for it or one's hint answers ``QUEUE`` for this pod
@@ -48,6 +60,7 @@ hint call each at most per rejecting plugin) and ``flush`` (linear in the pods i
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import time
 from collections import deque
@@ -121,10 +134,31 @@ class _Entry:
     indexed: tuple[str, ...] = ()  # plugin buckets this entry is filed under
     pop_cycle: int = -1
     updated_in_flight: bool = False
+    rank_token: int = 0  # validity token of its item in the queue-order index of rejected backoff pods
+    caught_up: int = -1  # the event epoch whose catch-up popped it (-1: popped otherwise)
 
     @property
     def key(self) -> str:
         return self.info.pod.key
+
+
+class _Ranked:
+    """An item of the lazy heap of rejected backoff pods in queue order (valid while its entry is in backoff
+    with the same ``rank_token``; stale items are dropped when they reach the top or at a compaction)."""
+
+    __slots__ = ("entry", "lt", "token")
+
+    def __init__(self, entry: _Entry, token: int, lt: Callable[[_Entry, _Entry], bool]) -> None:
+        self.entry = entry
+        self.token = token
+        self.lt = lt
+
+    def __lt__(self, other: _Ranked) -> bool:
+        return self.lt(self.entry, other.entry)
+
+    @property
+    def valid(self) -> bool:
+        return self.entry.pool == BACKOFF and self.entry.rank_token == self.token
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +309,7 @@ class SchedulingQueue:
             return active_lt(a, b)
 
         self._backoff_lt = backoff_lt
+        self._active_lt = active_lt
 
         self._entries: dict[str, _Entry] = {}
         self._active = _Heap(active_lt)
@@ -288,6 +323,10 @@ class SchedulingQueue:
         self._overflow_cycle = -1  # in-flight events up to this cycle were dropped (count as matching)
         self._seq = 0
         self._stamps = 0
+        self._ranked: list[_Ranked] = []  # rejected backoff pods in queue order (lazy heap)
+        self._rank_tokens = 0
+        self._event_epoch = 0  # events that sent waiting pods back to active/backoff (each opens a catch-up)
+        self._caught_up_epoch = 0  # catch-ups closed up to this epoch (a caught-up pod was rejected again)
         self._cycle = 0
         self._closed = False
         self._wakeup = asyncio.Event()
@@ -346,7 +385,8 @@ class SchedulingQueue:
                 self._requeue(e, checked=True)
             else:
                 self._to_gated(e, st)
-        # BACKOFF: stored pod refreshed; expiry does not depend on the pod object
+        elif e.pool == BACKOFF and e.info.unschedulable_plugins:
+            self._rank(e)  # stored pod refreshed (its expiry does not depend on it); re-filed in queue order
 
     def delete(self, key: str) -> None:
         e = self._entries.pop(key, None)
@@ -359,7 +399,13 @@ class SchedulingQueue:
             return None
         now = self._clock.now()
         self._flush_backoff(now)
-        if not self._active:
+        caught_up = -1
+        e_c = self._catch_up()
+        if e_c is not None:  # ranks ahead of every active pod: tried first although still backing off
+            self._backoff.remove(e_c)
+            self._active.push(e_c)
+            caught_up = self._event_epoch
+        elif not self._active:
             e_b = self._early_backoff()
             if e_b is None:
                 self._wakeup.clear()
@@ -369,6 +415,7 @@ class SchedulingQueue:
             self._backoff.remove(e_b)
             self._active.push(e_b)
         e = self._active.pop()
+        e.caught_up = caught_up
         self._cycle += 1
         e.pool = IN_FLIGHT
         e.pop_cycle = self._cycle
@@ -382,6 +429,35 @@ class SchedulingQueue:
         if not self._active:
             self._wakeup.clear()
         return info
+
+    def _catch_up(self) -> _Entry | None:
+        """The pod the open catch-up tries next: the first rejected backoff pod in queue order, when it ranks
+        ahead of every active pod (or nothing is active); None when no catch-up is open."""
+        if self._event_epoch <= self._caught_up_epoch:
+            return None
+        best = self._first_ranked()
+        if best is None:
+            return None
+        top = self._active.peek()
+        return best if top is None or self._active_lt(best, top) else None
+
+    def _first_ranked(self) -> _Entry | None:
+        ranked = self._ranked
+        while ranked:
+            item = ranked[0]
+            if item.valid:
+                return item.entry
+            heapq.heappop(ranked)
+        return None
+
+    def _rank(self, e: _Entry) -> None:
+        """File a rejected pod that enters backoff in the queue-order index (a new token voids its old items)."""
+        self._rank_tokens += 1
+        e.rank_token = self._rank_tokens
+        heapq.heappush(self._ranked, _Ranked(e, self._rank_tokens, self._active_lt))
+        if len(self._ranked) > 2 * len(self._backoff) + 64:
+            self._ranked = [item for item in self._ranked if item.valid]
+            heapq.heapify(self._ranked)
 
     def _early_backoff(self) -> _Entry | None:
         """The backoff pod ``pop`` may take early: rejected by plugins (upstream's entityBackoffQ), not backing
@@ -404,6 +480,7 @@ class SchedulingQueue:
             return None
         self._detach(e)
         e.pool = IN_FLIGHT
+        e.caught_up = -1
         e.pop_cycle = self._cycle
         e.updated_in_flight = False
         self._in_flight[e.key] = e
@@ -466,7 +543,11 @@ class SchedulingQueue:
         e.info.unschedulable_plugins = set(plugins)
         retry = e.updated_in_flight or self._event_since(pod_cycle, e.info.unschedulable_plugins, e.info.pod)
         self._prune_inflight_events()
+        if e.caught_up >= 0:  # a catch-up pod rejected again: that event's catch-up is over
+            self._caught_up_epoch = max(self._caught_up_epoch, e.caught_up)
         if retry:
+            if e.info.unschedulable_plugins:
+                self._event_epoch += 1  # an event during its attempt may have made room: a catch-up
             self._requeue(e)
         else:
             self._to_unschedulable(e)
@@ -512,6 +593,8 @@ class SchedulingQueue:
             ):
                 continue
             moved += self._release(e)
+        if moved:
+            self._event_epoch += 1
         return moved
 
     def on_event_for(self, key: str, kind: str, action: str) -> int:
@@ -525,7 +608,10 @@ class SchedulingQueue:
             self._record_inflight_event(_InFlightEvent(self._cycle, kind, action, lambda p: p.uid == uid))
         if e.pool not in (UNSCHEDULABLE, GATED):
             return 0
-        return self._release(e)
+        moved = self._release(e)
+        if moved:
+            self._event_epoch += 1
+        return moved
 
     def flush(self) -> None:
         now = self._clock.now()
@@ -601,6 +687,7 @@ class SchedulingQueue:
             e.pool = BACKOFF
             self._backoff.push(e)
             if e.info.unschedulable_plugins:
+                self._rank(e)
                 self._wakeup.set()  # ``pop`` may take it early when nothing is active (SchedulerPopFromBackoffQ)
             return True
         return self._to_active(e, checked)

@@ -761,10 +761,14 @@ def test_backoff_ends_in_one_second_windows_ordered_by_priority_inside_one() -> 
 
 
 def test_an_earlier_backoff_window_goes_first_whatever_the_priority() -> None:
+    """Upstream's order once the event's catch-up is over (tests/test_queue_catch_up.py): a pod whose backoff
+    window has started is tried before a higher-priority pod still backing off."""
     q, clock = new_queue(FakeClock(100.0))
     _rejected_at(q, clock, "low", 1, 100.9)  # backoff until 101.9 -> window 101
     _rejected_at(q, clock, "high", 9, 101.0)  # backoff until 102.0 -> window 102
+    _rejected_at(q, clock, "top", 10, 101.0)
     q.on_event("Node", "Add")
+    fail(q, "ns/top", {FIT})  # the catch-up tries the first in queue order; rejected again, it ends
     clock.set(101.5)
     q.flush()
     assert q.pool("ns/low") == "active" and q.pool("ns/high") == "backoff"  # its window has started

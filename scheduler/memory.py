@@ -88,6 +88,11 @@ def _libc() -> Any:
     return libc
 
 
+def can_trim() -> bool:
+    """Whether :func:`malloc_trim` can do anything here (the C library is glibc)."""
+    return _libc() is not None
+
+
 def malloc_trim() -> bool | None:
     """glibc's ``malloc_trim(0)``: True if memory was given back, False if none could be, None without glibc."""
     libc = _libc()

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+import pytest
 import yaml
 
 from scheduler.cli import main as cli_main
@@ -363,8 +365,11 @@ def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> Non
         assert "PYTHONTRACEMALLOC=1" in out.getvalue()
         untraced = [json.loads(line) for line in out.getvalue().splitlines() if '"memory report"' in line]
         assert len(untraced) == 2 and untraced[0]["grown_since_last_report"] == []
-        assert untraced[1]["grown_since_last_report"][0] == "test_memory_report_names_the_largest_allocation_sites_" \
-            "and_what_grew.<locals>.Hoarded +3000" and len(kept) == 3000
+        assert (
+            untraced[1]["grown_since_last_report"][0]
+            == "test_memory_report_names_the_largest_allocation_sites_and_what_grew.<locals>.Hoarded +3000"
+            and len(kept) == 3000
+        )
         assert untraced[1]["rss_kib"] > 0 and untraced[1]["pymalloc"]["arenas_current"] > 0
         assert untraced[1]["pymalloc"]["used_bytes"] > 0 and untraced[1]["gc_objects"] > 3000
         out.seek(0)
@@ -454,3 +459,25 @@ async def test_a_graceful_stop_releases_the_lease_after_its_last_write(server: F
     assert server.get("Lease", "kube-system", "dra-scheduler")["spec"].get("holderIdentity") is None  # type: ignore[index]
     late = [handled[i] for i, (m, p) in enumerate(handled) if i > release and m != "GET" and "/leases/" not in p]
     assert ("PATCH", "/api/v1/namespaces/default/pods/p1/status") in handled[:release] and late == []
+
+
+async def test_the_running_process_trims_the_c_heap_periodically(
+    server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memory_trim_interval``: glibc's malloc_trim every so often (SchedulerApp._trim_loop), so pages of freed
+    chunks inside the C library's heaps go back to the kernel (issue 24: a soak leader's RSS climbed while its live
+    objects were flat); ``<= 0`` turns it off."""
+    from scheduler import memory
+
+    calls: list[float] = []
+    monkeypatch.setattr(memory, "can_trim", lambda: True)
+    monkeypatch.setattr(memory, "malloc_trim", lambda: calls.append(time.monotonic()) or True)
+    cluster(server)
+    async with running(server, memory_trim_interval=0.05) as (app, _task):
+        await asyncio.wait_for(app.scheduling.wait(), 10)
+        await eventually(lambda: len(calls) >= 3)
+    calls.clear()
+    async with running(server, memory_trim_interval=0) as (app, _task):
+        await asyncio.wait_for(app.scheduling.wait(), 10)
+        await asyncio.sleep(0.2)
+    assert calls == []

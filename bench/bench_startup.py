@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -243,7 +244,8 @@ class NullAPI:
 
 
 async def one_run(
-    lists: Mapping[str, list[bytes]], profile: cProfile.Profile | None = None, server_s_per_mb: float = 0.0
+    lists: Mapping[str, list[bytes]], profile: cProfile.Profile | None = None, server_s_per_mb: float = 0.0,
+    pause_gc: bool = True,
 ) -> dict[str, float]:
     from scheduler.cache import Cache
     from scheduler.config import default_config
@@ -270,8 +272,13 @@ async def one_run(
                  cached=cache_lookup(cache))
         for r in ALWAYS
     )
+    if pause_gc:  # as `run` does (scheduler/cli.py serve): no cyclic collection until the first lists are in
+        gc.disable()
     informers.start()
     await informers.wait_synced()
+    if pause_gc:
+        gc.freeze()
+        gc.enable()
     cpu_synced, wall_synced = time.process_time() - cpu0, time.perf_counter() - wall0
     info = sched.queue.pop()
     assert info is not None, "nothing queued"
@@ -298,6 +305,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--server-ms-per-mb", type=float, default=0.0,
                     help="model the API server's work: each page answers after this many ms per MB (wall)")
+    ap.add_argument("--gc-during-lists", action="store_true",
+                    help="collect during the first lists (what `run` did before it paused the collector)")
     ap.add_argument("--one", metavar="PAGES_FILE", help=argparse.SUPPRESS)  # a child run: one fresh process
     args = ap.parse_args()
     if args.one:
@@ -319,7 +328,8 @@ def main() -> None:
         # in a scheduler that just started
         for _ in range(args.runs):
             cmd = [sys.executable, os.path.abspath(__file__), "--one", f.name,
-                   "--server-ms-per-mb", str(args.server_ms_per_mb)]
+                   "--server-ms-per-mb", str(args.server_ms_per_mb),
+                   *(["--gc-during-lists"] if args.gc_during_lists else [])]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True)
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         if args.profile:
@@ -349,7 +359,8 @@ def child(args: argparse.Namespace) -> None:
         lists = pickle.load(f)
     tune_gc()  # as `run` does
     prof = cProfile.Profile() if args.profile else None
-    result = asyncio.run(one_run(lists, prof, server_s_per_mb=args.server_ms_per_mb / 1000))
+    result = asyncio.run(one_run(lists, prof, server_s_per_mb=args.server_ms_per_mb / 1000,
+                                 pause_gc=not args.gc_during_lists))
     if prof is not None:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats(os.environ.get("PROF_SORT", "cumulative")).print_stats(

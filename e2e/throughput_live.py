@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -296,14 +297,13 @@ def clean_namespace(kube: Kube, ns: str, timeout: float = 240.0) -> float:
     t0 = time.monotonic()
 
     def delete_pods() -> bool:
-        try:
-            kube.request("DELETE", KINDS["Pod"].path(ns), {"kind": "DeleteOptions", "apiVersion": "v1",
-                                                           "gracePeriodSeconds": 0})
-        except KubeError as e:
-            if e.status != 0:
-                raise
-            # No answer in time (10,000 pods: the API server deletes them one by one and answers at the end). When
-            # the client gives up, the API server stops the deletion with the request: ask again until none is left.
+        # One DELETE per pod from 16 threads: a deletecollection of 10,000 pods is deleted one by one by the API
+        # server, which answers at the end; the client gave up first, the server stopped with it, and on a busy
+        # machine repeated collections did not finish within the timeout (a 10,000-pod round's clean-up failed).
+        names = [p["metadata"]["name"] for p in kube.list("Pod", ns)]
+        if names:
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                list(pool.map(lambda n: kube.delete("Pod", n, ns, grace=0), names))
         return not kube.list("Pod", ns)
 
     wait_for(delete_pods, timeout / 2, f"the pods of {ns} deleted", interval=0.5)

@@ -174,7 +174,10 @@ def run_round(b: Bench, sched: str, regime: str, mode: str, index: int) -> Round
     try:
         if mode == "precreated":
             b.kube.create_many(pods, workers=args.create_workers)
-            wait_for(lambda: claims_ready(b.kube, n), 300, "every claim made and in its pod's status", interval=0.5)
+            # kube-controller-manager makes the claims at its own client QPS, after the previous round's deletions
+            # (10,000 pods: more than 300 s once on a busy 2-core machine)
+            wait_for(lambda: claims_ready(b.kube, n), max(300.0, 0.09 * n), "every claim made and in its pod's status",
+                     interval=0.5)
             time.sleep(args.settle)
             snap0 = CpuSnapshot.take(pids)
             launched = launch(b, sched, qps, burst)

@@ -1,7 +1,7 @@
 """The direction of dependencies: nothing under scheduler/ imports plugins/ (ARCHITECTURE.md §2, issue #11).
 
 The engine reaches plugins only through the framework's extension points and the registry entry points
-(``scheduler.framework.registry``); plugins import the engine freely. Two checks:
+(``scheduler.config.registry``); plugins import the engine freely. Two checks:
 
 * dynamic: a fresh interpreter imports every module of the ``scheduler`` package and finds no ``plugins``
   module loaded afterwards (an import inside a function that runs at import time counts too);
@@ -28,9 +28,8 @@ from typing import Any
 import pytest
 
 from scheduler.cli import main as cli_main
-from scheduler.config import default_plugins, parse_config
-from scheduler.framework import registry as registry_mod
-from scheduler.framework.registry import (
+from scheduler.config import registry as registry_mod
+from scheduler.config.registry import (
     ENTRY_POINT_GROUP,
     IN_TREE,
     PluginSpec,
@@ -40,6 +39,7 @@ from scheduler.framework.registry import (
     default_registry,
     no_args,
 )
+from scheduler.config.schedulerconfig import default_plugins, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / "scheduler"
@@ -175,7 +175,7 @@ def test_the_in_tree_registry_is_an_installed_entry_point() -> None:
 
     assert list(default_registry()) == list(in_tree.in_tree_registry())
     assert default_profile() is in_tree.DEFAULT_PLUGINS
-    from scheduler import config
+    from scheduler.config import schedulerconfig as config
 
     assert config.DEFAULT_PLUGINS is in_tree.DEFAULT_PLUGINS
 
@@ -199,7 +199,7 @@ def test_a_plugin_registered_twice_is_an_error(entry_points: list[metadata.Entry
 
 def test_an_entry_point_must_give_a_registry(entry_points: list[metadata.EntryPoint]) -> None:
     entry_points.append(_ep("bad", "tests.test_layering:_OutOfTree"))
-    with pytest.raises(RegistryError, match=r"must be a scheduler\.framework\.registry\.Registry"):
+    with pytest.raises(RegistryError, match=r"must be a scheduler\.config\.registry\.Registry"):
         default_registry()
 
 

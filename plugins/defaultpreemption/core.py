@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING
 from scheduler.framework.interface import Code, Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
+    from scheduler.api.model import Pod
+    from scheduler.api.workloads import PodDisruptionBudget
+    from scheduler.cache.cache import NodeInfo
     from scheduler.framework.runtime import DryRun
-    from scheduler.model import Pod
-    from scheduler.workloads import PodDisruptionBudget
 
 POD = "Pod"
 POD_GROUP = "PodGroup"

@@ -44,9 +44,9 @@ from scheduler.framework.helpers import max_normalization, min_max_normalization
 from scheduler.framework.interface import MAX_NODE_SCORE, Code, CycleState, ScoreNormalizer, Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
     from scheduler.framework.runtime import Framework, WeightedScorer
-    from scheduler.model import Pod
 
 MAX_BATCHES = 256  # signatures kept (least recently used dropped): each holds a few lists as long as the nodes
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from scheduler.cache import Snapshot
-    from scheduler.scheduler import Scheduler
+    from scheduler.cache.cache import Snapshot
+    from scheduler.loop.scheduler import Scheduler
 
 # (driver, pool, device), as in a claim's ``status.allocation.devices.results``
 DeviceID = tuple[str, str, str]
@@ -43,7 +43,7 @@ REAL_CLOCK = BindingClock(time.monotonic, time.time, asyncio.sleep)
 
 
 class ManualClock(Protocol):
-    """A clock a test or ``simulate`` moves by hand (``scheduler.simulate.FakeClock``)."""
+    """A clock a test or ``simulate`` moves by hand (``scheduler.simulate.simulation.FakeClock``)."""
 
     def now(self) -> float: ...
 

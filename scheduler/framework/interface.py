@@ -25,12 +25,12 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI
-    from scheduler.cache import Cache, NodeInfo, Snapshot
+    from scheduler.api.clusterapi import ClusterAPI
+    from scheduler.api.model import DeviceResult, Pod, PodGroup
+    from scheduler.cache.cache import Cache, NodeInfo, Snapshot
+    from scheduler.cache.ledger import DeviceLedger
     from scheduler.framework.domains import Level, Plan
     from scheduler.framework.runtime import DryRun
-    from scheduler.ledger import DeviceLedger
-    from scheduler.model import DeviceResult, Pod, PodGroup
 
 
 class Code(IntEnum):
@@ -375,7 +375,7 @@ class QueueingHint(IntEnum):
 QueueingHintFn = Callable[["Pod", Any, Any], QueueingHint]
 """``(pod, old, new) -> QueueingHint`` for one registered event (upstream ``QueueingHintFn``). ``pod`` is the
 waiting pod the plugin rejected; ``old`` / ``new`` are the event's objects as the cache holds them (typed values
-of :mod:`scheduler.model`: ``old`` is None for an Add, ``new`` None for a Delete). Pure and quick: it runs for
+of :mod:`scheduler.api.model`: ``old`` is None for an Add, ``new`` None for a Delete). Pure and quick: it runs for
 every waiting pod the plugin rejected, on the event loop, and must not do I/O. Raising counts as ``QUEUE``."""
 
 
@@ -393,7 +393,7 @@ class QueueingHintExtensions(Protocol):
 
 # --- the PodGroup (gang) cycle -----------------------------------------------------------------------------------
 #
-# The group cycle (scheduler/gang.py; upstream kubernetes v1.37.2 pkg/scheduler/schedule_one_podgroup.go, KEP-4671
+# The group cycle (scheduler/gang/cycle.py; upstream kubernetes v1.37.2 pkg/scheduler/schedule_one_podgroup.go, KEP-4671
 # gang scheduling, KEP-5732 topology-aware workload scheduling) places a PodGroup's pending members together through
 # the pod points above (PreFilter, Filter, Score, Reserve, PreBind, Bind for each member) and through these group
 # points. Like the pod points they are discovered with ``isinstance`` over a profile's plugin instances

@@ -19,9 +19,9 @@ pod are filtered or scored again); ``run_filter_memo`` / ``_raw_scores`` reuse p
 nominated node, the gang cycle). ``DRA_SCHEDULER_REUSE`` = ``batch`` (default), ``memo`` or ``off`` picks how much is
 reused; the results are the same (tests/test_batching.py).
 
-The group cycle's points (scheduler/gang.py) are found once per profile by the ``*_plugins`` / ``placement_generator``
-/ ``group_member_scorer`` / ``joint_allocator`` helpers; ``run_pod_group_post_filter`` is upstream's
-``RunPodGroupPostFilterPlugins`` and ``binding_note`` asks every BindingNote plugin.
+The group cycle's points (scheduler/gang/cycle.py) are found once per profile by the ``*_plugins`` /
+``placement_generator`` / ``group_member_scorer`` / ``joint_allocator`` helpers; ``run_pod_group_post_filter`` is
+upstream's ``RunPodGroupPostFilterPlugins`` and ``binding_note`` asks every BindingNote plugin.
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ from scheduler.framework.interface import (
 from scheduler.framework.nominator import NOOP, Nominator, status_nominated_node
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI
-    from scheduler.cache import Cache, NodeInfo, Snapshot
-    from scheduler.config import Profile
-    from scheduler.framework.registry import PluginSpec
-    from scheduler.model import Pod
+    from scheduler.api.clusterapi import ClusterAPI
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import Cache, NodeInfo, Snapshot
+    from scheduler.config.registry import PluginSpec
+    from scheduler.config.schedulerconfig import Profile
 
 
 class Metrics(Protocol):
@@ -457,7 +457,7 @@ class Framework:
             rejector = rejector or p.name
         return result, self._timed("PostFilter", start, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector))
 
-    # --- the PodGroup cycle's points (scheduler/gang.py) ----------------------------------------------
+    # --- the PodGroup cycle's points (scheduler/gang/cycle.py) ----------------------------------------------
     #
     # Found once per profile with ``isinstance`` (a runtime-checkable Protocol check is slow: never per call).
 
@@ -596,7 +596,7 @@ class Framework:
         nominated = self._ge_nominated(pod, node.name)
         if not nominated:
             return False, state, node, Status.ok()
-        from scheduler.cache import _node_info
+        from scheduler.cache.cache import _node_info
 
         pods = {p.key: p for p in node.pod_list}
         for p in nominated:
@@ -780,7 +780,7 @@ class DryRun:
     @property
     def node(self) -> NodeInfo:
         if self._node is None:
-            from scheduler.cache import _node_info
+            from scheduler.cache.cache import _node_info
 
             self._node = _node_info(
                 self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed}

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from scheduler.api import ApiError, NotFound, Obj
+from scheduler.api.clusterapi import ApiError, NotFound, Obj
 from scheduler.kube.resources import EVENT
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@
   lost its lease must not keep writing with a cache it can no longer trust, kubernetes#81306).
 * ``release`` (graceful shutdown) empties the holder so a standby takes over at once.
 * Faster than client-go, with the same safety rule: a standby fed the Lease's watch events (``observe``, wired
-  by scheduler/run.py) sees each renewal when it happens instead of at its next poll (up to a retry period
+  by scheduler/kube/run.py) sees each renewal when it happens instead of at its next poll (up to a retry period
   late), and it tries again at the moment the lease expires by its clock instead of at its next tick. So it
   takes a dead leader's lease at expiry + one request (issue 24: takeover = expiry + < 1 s), where polling
   alone takes expiry + up to two retry periods. The expiry test itself is client-go's: ``lease_duration``
@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound, Obj
+from scheduler.api.clusterapi import ApiError, ClusterAPI, Conflict, NotFound, Obj
 
 log = structlog.get_logger("dra_scheduler.leader")
 
@@ -249,7 +249,7 @@ class LeaderElector:
         }
 
     def observe(self, lease: Obj) -> None:
-        """The Lease as a watch event delivered it (scheduler/run.py's Lease informer): note a new record at
+        """The Lease as a watch event delivered it (scheduler/kube/run.py's Lease informer): note a new record at
         the moment it arrives. Only a newer resourceVersion than the last seen counts (a watch replaying an
         old state must not make an expired lease look fresh)."""
         if lease.get("metadata", {}).get("name") != self.name:

@@ -1,0 +1,1207 @@
+"""Storage kinds as typed, frozen values, the volume helpers the volume plugins share, and (for ``simulate``)
+what kube-controller-manager's volume controllers do.
+
+Kinds (converters registered in :mod:`scheduler.api.objects`): PersistentVolume, PersistentVolumeClaim,
+StorageClass, CSINode, CSIDriver, CSIStorageCapacity (the last one is converted here but the cache only sees
+it once the kind is watched: see ``csistoragecapacity_from``).
+
+API defaulting the plugins rely on is applied during conversion, as the API server would store the object
+(``volumeBindingMode: Immediate``, ``volumeMode: Filesystem``, RBD ``pool: rbd``), so ``simulate`` input
+written by hand behaves like the objects of a live cluster.
+
+Semantics follow Kubernetes v1.37.2:
+
+* ``k8s.io/component-helpers/storage/volume`` (``pv_helpers.go``, ``helpers.go``): storage class of a PV/PVC
+  (the beta annotation first), ``IsVolumeBoundToClaim``, ``FindMatchingVolume`` (the smallest fitting PV;
+  a PV pre-bound to the claim wins), ``CheckAccessModes``, ``CheckVolumeModeMismatches``,
+  ``CheckNodeAffinity`` (node labels only: ``matchFields`` see an empty node name);
+* ``k8s.io/component-helpers/storage/ephemeral``: the PVC of a generic ephemeral volume is
+  ``<pod>-<volume>`` and must be controlled by the pod;
+* ``pkg/apis/core/v1/helper.MatchTopologySelectorTerms`` (StorageClass ``allowedTopologies``: terms ORed,
+  an empty term list matches everything, an empty term nothing);
+* ``k8s.io/csi-translation-lib`` for the in-tree volume types kube-scheduler counts as CSI volumes
+  (GCE PD, AWS EBS, Azure Disk, Cinder, Portworx): driver name and volume handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from scheduler.api.clusterapi import ApiError
+from scheduler.api.labelselector import LabelSelector, selector_from
+from scheduler.api.model import (
+    Meta,
+    ModelError,
+    NodeSelector,
+    meta_from,
+    node_selector_from,
+    node_selector_matches,
+    quantity,
+)
+from scheduler.api.quantity import Quantity
+
+if TYPE_CHECKING:
+    from scheduler.api.clusterapi import Obj
+    from scheduler.api.model import Pod
+    from scheduler.simulate.memapi import InMemoryAPI
+
+Raw = Mapping[str, Any]
+log = structlog.get_logger("dra_scheduler.storage")
+
+# Well-known names --------------------------------------------------------------------------------------
+
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
+ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
+ANN_DYNAMICALLY_PROVISIONED = "pv.kubernetes.io/provisioned-by"
+ANN_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+ANN_DEFAULT_STORAGE_CLASS = "storageclass.kubernetes.io/is-default-class"
+ANN_BETA_DEFAULT_STORAGE_CLASS = "storageclass.beta.kubernetes.io/is-default-class"
+ANN_MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"
+NOT_SUPPORTED_PROVISIONER = "kubernetes.io/no-provisioner"
+
+BINDING_IMMEDIATE = "Immediate"
+BINDING_WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+VOLUME_MODE_FILESYSTEM = "Filesystem"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+PV_AVAILABLE = "Available"
+PV_BOUND = "Bound"
+PVC_PENDING = "Pending"
+PVC_BOUND = "Bound"
+PVC_LOST = "Lost"
+
+# Node labels of zones and regions (core/v1 well_known_labels.go), and the multi-zone value separator.
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+LABEL_BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+MULTI_ZONE_DELIMITER = "__"
+
+# In-tree plugins and the CSI drivers they migrated to (csi-translation-lib/plugins).
+GCE_PD_PLUGIN = "kubernetes.io/gce-pd"
+AWS_EBS_PLUGIN = "kubernetes.io/aws-ebs"
+AZURE_DISK_PLUGIN = "kubernetes.io/azure-disk"
+AZURE_FILE_PLUGIN = "kubernetes.io/azure-file"
+CINDER_PLUGIN = "kubernetes.io/cinder"
+VSPHERE_PLUGIN = "kubernetes.io/vsphere-volume"
+PORTWORX_PLUGIN = "kubernetes.io/portworx-volume"
+CSI_NAME_OF_PLUGIN: Mapping[str, str] = {
+    GCE_PD_PLUGIN: "pd.csi.storage.gke.io",
+    AWS_EBS_PLUGIN: "ebs.csi.aws.com",
+    AZURE_DISK_PLUGIN: "disk.csi.azure.com",
+    AZURE_FILE_PLUGIN: "file.csi.azure.com",
+    CINDER_PLUGIN: "cinder.csi.openstack.org",
+    VSPHERE_PLUGIN: "csi.vsphere.vmware.com",
+    PORTWORX_PLUGIN: "pxd.portworx.com",
+}
+# volume source field (PV spec / pod volume) -> in-tree plugin name, for the migratable sources
+PLUGIN_OF_SOURCE: Mapping[str, str] = {
+    "gcePersistentDisk": GCE_PD_PLUGIN,
+    "awsElasticBlockStore": AWS_EBS_PLUGIN,
+    "azureDisk": AZURE_DISK_PLUGIN,
+    "azureFile": AZURE_FILE_PLUGIN,
+    "cinder": CINDER_PLUGIN,
+    "vsphereVolume": VSPHERE_PLUGIN,
+    "portworxVolume": PORTWORX_PLUGIN,
+}
+# nodevolumelimits/utils.go isCSIMigrationOn: the plugins whose migration is always on (given a CSINode)
+MIGRATION_ON_PLUGINS = frozenset({AWS_EBS_PLUGIN, PORTWORX_PLUGIN, GCE_PD_PLUGIN, AZURE_DISK_PLUGIN, CINDER_PLUGIN})
+
+# core/v1 VolumeSource and PersistentVolumeSource members (the first one present names the volume's type).
+POD_VOLUME_SOURCES = (
+    "persistentVolumeClaim",
+    "ephemeral",
+    "hostPath",
+    "emptyDir",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "gitRepo",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "configMap",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "projected",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+    "csi",
+    "image",
+)
+PV_SOURCES = (
+    "csi",
+    "local",
+    "hostPath",
+    "nfs",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cinder",
+    "portworxVolume",
+    "vsphereVolume",
+    "iscsi",
+    "rbd",
+    "fc",
+    "cephfs",
+    "glusterfs",
+    "flexVolume",
+    "flocker",
+    "quobyte",
+    "photonPersistentDisk",
+    "scaleIO",
+    "storageos",
+)
+
+
+# --- small raw accessors ------------------------------------------------------------------------------
+
+
+def _map(obj: Raw | None, key: str) -> Raw:
+    v = obj.get(key) if obj is not None else None
+    return v if isinstance(v, Mapping) else {}
+
+
+def _list(obj: Raw | None, key: str) -> Sequence[Any]:
+    v = obj.get(key) if obj is not None else None
+    return v if isinstance(v, list | tuple) else ()
+
+
+def _str(obj: Raw | None, key: str, default: str = "") -> str:
+    v = obj.get(key) if obj is not None else None
+    return v if isinstance(v, str) else default
+
+
+def _storage(resources: Raw, path: str) -> Quantity | None:
+    v = resources.get("storage")
+    return None if v is None else quantity(v, f"{path}.storage")
+
+
+def _first_source(spec: Raw, names: Sequence[str]) -> str:
+    for n in names:
+        if isinstance(spec.get(n), Mapping):
+            return n
+    return ""
+
+
+# --- PersistentVolume -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    meta: Meta
+    capacity: Quantity | None  # spec.capacity.storage
+    access_modes: tuple[str, ...]
+    storage_class: str  # GetPersistentVolumeClass: the beta annotation, else spec.storageClassName
+    claim_ref: ClaimRef | None
+    node_affinity: NodeSelector | None  # spec.nodeAffinity.required
+    source: str  # the PersistentVolumeSource member set ("csi", "local", "gcePersistentDisk", ...)
+    csi_driver: str
+    csi_handle: str
+    phase: str
+    volume_mode: str
+    volume_attributes_class: str
+    raw: Raw = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+
+def pv_from(raw: Raw) -> PersistentVolume:
+    meta = meta_from(raw)
+    spec, status = _map(raw, "spec"), _map(raw, "status")
+    cr = spec.get("claimRef")
+    claim_ref = ClaimRef(_str(cr, "namespace"), _str(cr, "name"), _str(cr, "uid")) if isinstance(cr, Mapping) else None
+    na = _map(spec, "nodeAffinity").get("required")
+    affinity = node_selector_from(na, "spec.nodeAffinity.required") if isinstance(na, Mapping) else None
+    csi = _map(spec, "csi")
+    klass = meta.annotations.get(ANN_BETA_STORAGE_CLASS)
+    return PersistentVolume(
+        meta=meta,
+        capacity=_storage(_map(spec, "capacity"), "spec.capacity"),
+        access_modes=tuple(str(m) for m in _list(spec, "accessModes")),
+        storage_class=klass if klass is not None else _str(spec, "storageClassName"),
+        claim_ref=claim_ref,
+        node_affinity=affinity,
+        source=_first_source(spec, PV_SOURCES),
+        csi_driver=_str(csi, "driver"),
+        csi_handle=_str(csi, "volumeHandle"),
+        phase=_str(status, "phase"),
+        volume_mode=_str(spec, "volumeMode") or VOLUME_MODE_FILESYSTEM,
+        volume_attributes_class=_str(spec, "volumeAttributesClassName"),
+        raw=raw,
+    )
+
+
+# --- PersistentVolumeClaim ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    meta: Meta
+    storage_class: str  # GetPersistentVolumeClaimClass ("" when none requested)
+    has_class: bool  # PersistentVolumeClaimHasClass (the annotation, or spec.storageClassName set, even "")
+    volume_name: str
+    request: Quantity | None  # spec.resources.requests.storage
+    access_modes: tuple[str, ...]
+    selector: LabelSelector | None
+    selector_error: str  # an invalid spec.selector (FindMatchingVolume then fails with this error)
+    phase: str
+    volume_mode: str
+    volume_attributes_class: str
+    raw: Raw = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def key(self) -> str:
+        return self.meta.key
+
+    @property
+    def selected_node(self) -> str | None:
+        """The ``volume.kubernetes.io/selected-node`` annotation (None when absent)."""
+        return self.meta.annotations.get(ANN_SELECTED_NODE)
+
+    @property
+    def fully_bound(self) -> bool:
+        """volumebinding ``isPVCFullyBound``: a volume name and the bind-completed annotation."""
+        return bool(self.volume_name) and ANN_BIND_COMPLETED in self.meta.annotations
+
+    @property
+    def request_bytes(self) -> int:
+        return self.request.int_value() if self.request is not None else 0
+
+
+def pvc_from(raw: Raw) -> PersistentVolumeClaim:
+    meta = meta_from(raw)
+    spec, status = _map(raw, "spec"), _map(raw, "status")
+    klass = meta.annotations.get(ANN_BETA_STORAGE_CLASS)
+    sc = spec.get("storageClassName")
+    has_class = klass is not None or isinstance(sc, str)
+    if klass is None:
+        klass = sc if isinstance(sc, str) else ""
+    sel_raw = spec.get("selector")
+    selector: LabelSelector | None = None
+    selector_error = ""
+    if sel_raw is not None:
+        try:
+            selector = selector_from(sel_raw, "spec.selector")
+        except ModelError as e:
+            selector_error = str(e)
+    return PersistentVolumeClaim(
+        meta=meta,
+        storage_class=klass,
+        has_class=has_class,
+        volume_name=_str(spec, "volumeName"),
+        request=_storage(_map(_map(spec, "resources"), "requests"), "spec.resources.requests"),
+        access_modes=tuple(str(m) for m in _list(spec, "accessModes")),
+        selector=selector,
+        selector_error=selector_error,
+        phase=_str(status, "phase"),
+        volume_mode=_str(spec, "volumeMode") or VOLUME_MODE_FILESYSTEM,
+        volume_attributes_class=_str(spec, "volumeAttributesClassName"),
+        raw=raw,
+    )
+
+
+# --- StorageClass --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyTerm:
+    """A TopologySelectorTerm: every (key, values) requirement ANDed, each ``key In values``."""
+
+    requirements: tuple[tuple[str, frozenset[str]], ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if not self.requirements:
+            return False  # a nil or empty term selects nothing
+        for key, values in self.requirements:
+            v = labels.get(key)
+            if v is None or v not in values:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    meta: Meta
+    provisioner: str
+    binding_mode: str  # defaulted to Immediate, as the API server does
+    allowed_topologies: tuple[TopologyTerm, ...]
+    reclaim_policy: str
+    raw: Raw = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def wait_for_first_consumer(self) -> bool:
+        return self.binding_mode == BINDING_WAIT_FOR_FIRST_CONSUMER
+
+    @property
+    def is_default(self) -> bool:
+        a = self.meta.annotations
+        return a.get(ANN_DEFAULT_STORAGE_CLASS) == "true" or a.get(ANN_BETA_DEFAULT_STORAGE_CLASS) == "true"
+
+
+def match_topology_terms(terms: Sequence[TopologyTerm], labels: Mapping[str, str]) -> bool:
+    """``MatchTopologySelectorTerms``: no terms match everything; otherwise any term (ORed)."""
+    if not terms:
+        return True
+    return any(t.matches(labels) for t in terms)
+
+
+def storageclass_from(raw: Raw) -> StorageClass:
+    meta = meta_from(raw)
+    terms = []
+    for t in _list(raw, "allowedTopologies"):
+        if not isinstance(t, Mapping):
+            continue
+        reqs = tuple(
+            (_str(e, "key"), frozenset(str(v) for v in _list(e, "values")))
+            for e in _list(t, "matchLabelExpressions")
+            if isinstance(e, Mapping)
+        )
+        terms.append(TopologyTerm(reqs))
+    return StorageClass(
+        meta=meta,
+        provisioner=_str(raw, "provisioner"),
+        binding_mode=_str(raw, "volumeBindingMode") or BINDING_IMMEDIATE,
+        allowed_topologies=tuple(terms),
+        reclaim_policy=_str(raw, "reclaimPolicy") or "Delete",
+        raw=raw,
+    )
+
+
+# --- CSINode, CSIDriver, CSIStorageCapacity ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CSINodeDriver:
+    name: str
+    node_id: str
+    topology_keys: tuple[str, ...]
+    allocatable_count: int | None  # spec.drivers[].allocatable.count (None: no limit published)
+
+
+@dataclass(frozen=True, slots=True)
+class CSINode:
+    meta: Meta
+    drivers: tuple[CSINodeDriver, ...]
+    migrated_plugins: frozenset[str]  # annotation storage.alpha.kubernetes.io/migrated-plugins
+    raw: Raw = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    def driver(self, name: str) -> CSINodeDriver | None:
+        for d in self.drivers:
+            if d.name == name:
+                return d
+        return None
+
+    def volume_limits(self) -> dict[str, int]:
+        """nodevolumelimits ``getVolumeLimits``: driver -> allocatable count, for drivers that publish one."""
+        return {d.name: d.allocatable_count for d in self.drivers if d.allocatable_count is not None}
+
+
+def csinode_from(raw: Raw) -> CSINode:
+    meta = meta_from(raw)
+    drivers = []
+    for i, d in enumerate(_list(_map(raw, "spec"), "drivers")):
+        if not isinstance(d, Mapping):
+            continue
+        count = _map(d, "allocatable").get("count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+            raise ModelError(f"spec.drivers[{i}].allocatable.count", f"must be an integer, got {count!r}")
+        drivers.append(
+            CSINodeDriver(
+                name=_str(d, "name"),
+                node_id=_str(d, "nodeID"),
+                topology_keys=tuple(str(k) for k in _list(d, "topologyKeys")),
+                allocatable_count=count,
+            )
+        )
+    mpa = meta.annotations.get(ANN_MIGRATED_PLUGINS, "")
+    return CSINode(
+        meta=meta,
+        drivers=tuple(drivers),
+        migrated_plugins=frozenset(p for p in mpa.split(",") if p),
+        raw=raw,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CSIDriver:
+    meta: Meta
+    storage_capacity: bool  # spec.storageCapacity
+    prevent_pod_scheduling_if_missing: bool  # spec.preventPodSchedulingIfMissing (VolumeLimitScaling)
+    raw: Raw = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+
+def csidriver_from(raw: Raw) -> CSIDriver:
+    spec = _map(raw, "spec")
+    return CSIDriver(
+        meta=meta_from(raw),
+        storage_capacity=spec.get("storageCapacity") is True,
+        prevent_pod_scheduling_if_missing=spec.get("preventPodSchedulingIfMissing") is True,
+        raw=raw,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CSIStorageCapacity:
+    meta: Meta
+    storage_class: str
+    node_topology: LabelSelector | None  # None: accessible from no node
+    capacity: Quantity | None
+    maximum_volume_size: Quantity | None
+    raw: Raw = field(repr=False, compare=False)
+
+    @property
+    def volume_limit(self) -> Quantity | None:
+        """volumebinding ``volumeLimit``: maximumVolumeSize when set (more precise), else capacity."""
+        return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
+
+
+def csistoragecapacity_from(raw: Raw) -> CSIStorageCapacity:
+    """storage.k8s.io/v1 CSIStorageCapacity. Not yet a watched kind: register it in
+    ``scheduler.api.objects.OBJECT_KINDS`` (and watch/serve it) for VolumeBinding to see capacities."""
+    nt = raw.get("nodeTopology")
+    cap, mvs = raw.get("capacity"), raw.get("maximumVolumeSize")
+    return CSIStorageCapacity(
+        meta=meta_from(raw),
+        storage_class=_str(raw, "storageClassName"),
+        node_topology=selector_from(nt, "nodeTopology") if isinstance(nt, Mapping) else None,
+        capacity=None if cap is None else quantity(cap, "capacity"),
+        maximum_volume_size=None if mvs is None else quantity(mvs, "maximumVolumeSize"),
+        raw=raw,
+    )
+
+
+# --- volume helpers (component-helpers/storage/volume) --------------------------------------------------
+
+
+def check_node_affinity(pv: PersistentVolume, labels: Mapping[str, str]) -> bool:
+    """``CheckNodeAffinity``: the PV's required node affinity against the node's labels (no node name)."""
+    if pv.node_affinity is None:
+        return True
+    return node_selector_matches(pv.node_affinity, labels, "")
+
+
+def is_volume_bound_to_claim(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> bool:
+    """``IsVolumeBoundToClaim``: claimRef names the claim (and its UID, when the ref has one)."""
+    ref = pv.claim_ref
+    if ref is None or ref.name != pvc.name or ref.namespace != pvc.namespace:
+        return False
+    return not ref.uid or ref.uid == pvc.meta.uid
+
+
+def check_access_modes(pvc: PersistentVolumeClaim, pv: PersistentVolume) -> bool:
+    """``CheckAccessModes``: the PV offers every access mode the claim asks for."""
+    return set(pvc.access_modes) <= set(pv.access_modes)
+
+
+_ZERO = Quantity.from_int(0)
+
+
+class MatchError(Exception):
+    """``FindMatchingVolume`` could not evaluate the claim (e.g. an invalid selector)."""
+
+
+def find_matching_volume(
+    pvc: PersistentVolumeClaim,
+    volumes: Iterable[PersistentVolume],
+    node_labels: Mapping[str, str] | None,
+    excluded: Mapping[str, Any] | None,
+    delay_binding: bool,
+) -> PersistentVolume | None:
+    """``FindMatchingVolume`` (VolumeAttributesClass on, as in 1.37). ``node_labels`` set = scheduler path
+    (the PV's node affinity and the access modes are checked); ``delay_binding`` with no node = PV controller
+    path for a WaitForFirstConsumer claim (only a PV pre-bound to the claim is returned).
+
+    A PV bound or pre-bound to this claim is returned at once (None when its node affinity does not match);
+    otherwise the smallest Available PV of the claim's class that satisfies it, first one on ties."""
+    if pvc.selector_error:
+        raise MatchError(f"error creating internal label selector for claim: {pvc.key}: {pvc.selector_error}")
+    requested = pvc.request if pvc.request is not None else _ZERO
+    smallest: PersistentVolume | None = None
+    smallest_qty = _ZERO
+    for pv in volumes:
+        if excluded and pv.name in excluded:
+            continue
+        bound_here = is_volume_bound_to_claim(pv, pvc)
+        if pv.claim_ref is not None and not bound_here:
+            continue
+        qty = pv.capacity if pv.capacity is not None else _ZERO
+        if qty.cmp(requested) < 0:
+            continue
+        if pvc.volume_mode != pv.volume_mode:
+            continue
+        if pvc.volume_attributes_class != pv.volume_attributes_class:
+            continue
+        if pv.meta.deleting:
+            continue
+        affinity_ok = True
+        if node_labels is not None:
+            affinity_ok = check_node_affinity(pv, node_labels)
+        if bound_here:
+            return pv if affinity_ok else None
+        if node_labels is None and delay_binding:
+            continue
+        if pv.phase != PV_AVAILABLE:
+            continue
+        if pvc.selector is not None and not pvc.selector.matches(pv.meta.labels):
+            continue
+        if pv.storage_class != pvc.storage_class:
+            continue
+        if not affinity_ok:
+            continue
+        if node_labels is not None and not check_access_modes(pvc, pv):
+            continue
+        if smallest is None or smallest_qty.cmp(qty) > 0:
+            smallest, smallest_qty = pv, qty
+    return smallest
+
+
+def pv_zone_topologies(pv: PersistentVolume) -> list[tuple[str, frozenset[str]]]:
+    """volumezone ``getPVTopologies``: (label key, zones) for each zone/region label of the PV, in the
+    order beta zone, beta region, zone, region; a value is a ``__``-separated set, unparsable ones ignored."""
+    out = []
+    for key in (LABEL_BETA_ZONE, LABEL_BETA_REGION, LABEL_ZONE, LABEL_REGION):
+        value = pv.meta.labels.get(key)
+        if value is None:
+            continue
+        zones = [z.strip() for z in value.split(MULTI_ZONE_DELIMITER)]
+        if any(not z for z in zones):
+            continue
+        out.append((key, frozenset(zones)))
+    return out
+
+
+# --- pod volumes ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """One entry of ``spec.volumes``, reduced to what the volume plugins read."""
+
+    name: str
+    kind: str  # the VolumeSource member set ("persistentVolumeClaim", "ephemeral", "csi", ...)
+    claim_name: str  # persistentVolumeClaim.claimName, or <pod>-<volume> for a generic ephemeral volume
+    read_only: bool
+    # identity of in-tree disks: gcePersistentDisk.pdName, awsElasticBlockStore.volumeID, iscsi.iqn,
+    # rbd.image, azureDisk.diskURI, cinder.volumeID, portworxVolume.volumeID
+    disk: str = ""
+    rbd_monitors: tuple[str, ...] = ()
+    rbd_pool: str = ""
+    azure_kind: str = ""
+    source_json: str = ""  # the volume source as canonical JSON (pod signatures)
+
+    @property
+    def uses_claim(self) -> bool:
+        return self.kind in ("persistentVolumeClaim", "ephemeral")
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.kind == "ephemeral"
+
+
+_MEMO_KEY = "storage/volumes"
+
+
+def pod_volumes(pod: Pod) -> tuple[PodVolume, ...]:
+    """The pod's volumes, parsed once per Pod object (``pod.memo``)."""
+    cached: tuple[PodVolume, ...] | None = pod.memo.get(_MEMO_KEY)
+    if cached is not None:
+        return cached
+    out = []
+    for v in _list(_map(pod.raw, "spec"), "volumes"):
+        if not isinstance(v, Mapping):
+            continue
+        name = _str(v, "name")
+        kind = _first_source(v, POD_VOLUME_SOURCES)
+        src = _map(v, kind) if kind else {}
+        claim = ""
+        if kind == "persistentVolumeClaim":
+            claim = _str(src, "claimName")
+        elif kind == "ephemeral":
+            claim = f"{pod.name}-{name}"  # ephemeral.VolumeClaimName
+        ro = src.get("readOnly") is True
+        disk, pool, azure_kind = "", "", ""
+        monitors: tuple[str, ...] = ()
+        if kind == "gcePersistentDisk":
+            disk = _str(src, "pdName")
+        elif kind in ("awsElasticBlockStore", "cinder", "portworxVolume"):
+            disk = _str(src, "volumeID")
+        elif kind == "iscsi":
+            disk = _str(src, "iqn")
+        elif kind == "rbd":
+            disk = _str(src, "image")
+            monitors = tuple(str(m) for m in _list(src, "monitors"))
+            pool = _str(src, "pool") or "rbd"  # API default
+        elif kind == "azureDisk":
+            disk = _str(src, "diskURI")
+            azure_kind = _str(src, "kind") or "Managed"  # API default
+        source_json = json.dumps({kind: src}, sort_keys=True, separators=(",", ":")) if kind else ""
+        out.append(PodVolume(name, kind, claim, ro, disk, monitors, pool, azure_kind, source_json))
+    result = tuple(out)
+    pod.memo[_MEMO_KEY] = result
+    return result
+
+
+def pod_claim_keys(pod: Pod) -> tuple[str, ...]:
+    """framework ``PodPVCKeys``: ``ns/claimName`` of the pod's persistentVolumeClaim volumes (not ephemeral)."""
+    return tuple(f"{pod.namespace}/{v.claim_name}" for v in pod_volumes(pod) if v.kind == "persistentVolumeClaim")
+
+
+def volume_is_for_pod(pod: Pod, pvc: PersistentVolumeClaim) -> str | None:
+    """``ephemeral.VolumeIsForPod``: None when the PVC is controlled by the pod, else the error text."""
+    owner = pvc.meta.controller()
+    if pvc.namespace != pod.namespace or owner is None or owner.uid != pod.uid:
+        return f"PVC {pvc.namespace}/{pvc.name} was not created for pod {pod.namespace}/{pod.name} (pod is not owner)"
+    return None
+
+
+# --- in-tree volumes as CSI volumes (csi-translation-lib) ----------------------------------------------
+
+_AWS_VOLUME_RE = re.compile(r"^vol-[^/]*$")
+
+
+def _ebs_volume_id(kubernetes_id: str) -> str | None:
+    """``KubernetesVolumeIDToEBSVolumeID``: ``aws://<zone>/<vol-id>`` or a bare ``vol-...``."""
+    if not kubernetes_id.startswith("aws://"):
+        return kubernetes_id
+    aws_id = kubernetes_id[len("aws://") :].partition("/")[2].strip("/")
+    return aws_id if _AWS_VOLUME_RE.match(aws_id) else None
+
+
+def _gce_region(zones: Sequence[str]) -> str | None:
+    regions = set()
+    for z in zones:
+        parts = z.split("-")
+        if len(parts) != 3:
+            return None
+        regions.add("-".join(parts[:2]))
+    return next(iter(regions)) if len(regions) == 1 else None
+
+
+def inline_csi_volume(vol: PodVolume) -> tuple[str, str] | None:
+    """(CSI driver, volume handle) of an inline in-tree volume whose migration kube-scheduler counts
+    (nodevolumelimits ``checkAttachableInlineVolume``), or None."""
+    plugin = PLUGIN_OF_SOURCE.get(vol.kind)
+    if plugin is None or plugin not in MIGRATION_ON_PLUGINS:
+        return None
+    driver = CSI_NAME_OF_PLUGIN[plugin]
+    if vol.kind == "gcePersistentDisk":
+        return driver, f"projects/UNSPECIFIED/zones/UNSPECIFIED/disks/{vol.disk}"
+    if vol.kind == "awsElasticBlockStore":
+        handle = _ebs_volume_id(vol.disk)
+        return (driver, handle) if handle is not None else None
+    if vol.kind == "azureDisk" and vol.azure_kind.lower() != "managed":
+        return None  # "kind is not supported in csi migration"
+    return driver, vol.disk
+
+
+def pv_csi_volume(pv: PersistentVolume) -> tuple[str, str] | None:
+    """(CSI driver, volume handle) of a PV: its CSI source, or the translation of a migratable in-tree
+    source (nodevolumelimits ``getCSIDriverInfo`` with a CSINode present), or None."""
+    if pv.source == "csi":
+        return pv.csi_driver, pv.csi_handle
+    plugin = PLUGIN_OF_SOURCE.get(pv.source)
+    if plugin is None or plugin not in MIGRATION_ON_PLUGINS:
+        return None
+    driver = CSI_NAME_OF_PLUGIN[plugin]
+    src = _map(_map(pv.raw, "spec"), pv.source)
+    if pv.source == "gcePersistentDisk":
+        pd = _str(src, "pdName")
+        zones_label = pv.meta.labels.get(LABEL_BETA_ZONE) or pv.meta.labels.get(LABEL_ZONE) or ""
+        zones = zones_label.split(MULTI_ZONE_DELIMITER)
+        if len(zones) == 1 and zones[0]:
+            return driver, f"projects/UNSPECIFIED/zones/{zones[0]}/disks/{pd}"
+        if len(zones) > 1:
+            region = _gce_region(zones)
+            return (driver, f"projects/UNSPECIFIED/regions/{region}/disks/{pd}") if region else None
+        return driver, f"projects/UNSPECIFIED/zones/UNSPECIFIED/disks/{pd}"
+    if pv.source == "awsElasticBlockStore":
+        handle = _ebs_volume_id(_str(src, "volumeID"))
+        return (driver, handle) if handle is not None else None
+    if pv.source == "azureDisk":
+        return driver, _str(src, "diskURI")
+    return driver, _str(src, "volumeID")  # cinder, portworxVolume
+
+
+# --- simulate: what kube-controller-manager's volume controllers do ------------------------------------
+
+
+def _claim_ref(pvc: Raw) -> dict[str, Any]:
+    """``reference.GetReference`` of a claim (what a PV's spec.claimRef holds)."""
+    m = pvc.get("metadata") or {}
+    return {
+        "kind": "PersistentVolumeClaim",
+        "namespace": m.get("namespace", ""),
+        "name": m.get("name", ""),
+        "uid": m.get("uid", ""),
+        "apiVersion": "v1",
+        "resourceVersion": m.get("resourceVersion", ""),
+    }
+
+
+class VolumeControllers:
+    """For ``simulate`` only: what kube-controller-manager would do about volumes, on the in-memory API.
+
+    * ephemeral-volume controller: a pod's generic ephemeral volume gets its PVC ``<pod>-<volume>`` from the
+      ``volumeClaimTemplate``, controlled by the pod;
+    * persistentvolume-binder (pkg/controller/volume/persistentvolume): new PVs become ``Available``; a
+      claim without a class gets the default StorageClass (retroactive default class); a claim asking a
+      PV by ``volumeName``, a PV pre-bound to a claim (``claimRef``, e.g. written by the scheduler's PreBind)
+      and an ``Immediate`` claim with a matching Available PV are bound: PV ``claimRef`` (+
+      ``bound-by-controller`` when the controller chose it), PV phase ``Bound``, PVC ``volumeName`` +
+      ``bind-completed`` (+ ``bound-by-controller``), PVC phase ``Bound`` with the PV's access modes and
+      capacity; a claim to provision (Immediate, or WaitForFirstConsumer once the scheduler set
+      ``volume.kubernetes.io/selected-node``) gets the ``storage-provisioner`` annotations;
+    * with ``provision=True`` (default) it also stands in for the StorageClass's external provisioner, which
+      is not part of kube-controller-manager: it creates the PV ``pvc-<claim uid>`` (capacity = request,
+      the claim's access and volume modes, ``claimRef`` to the claim, ``pv.kubernetes.io/provisioned-by``,
+      a CSI source of the provisioner, node affinity = the selected node's values of the driver's CSINode
+      topology keys, else of the class's ``allowedTopologies`` keys), which the binder then binds. Without
+      it a pod whose claim needs provisioning waits in PreBind until ``bindTimeoutSeconds``.
+
+    Use: ``vc = VolumeControllers(api); await vc.start()`` once every input object is loaded (before
+    scheduling), ``await vc.stop()`` at the end. Between, it runs as a task woken by the API's watch events,
+    as the real controllers run next to the scheduler; VolumeBinding's PreBind polls the API and yields, so
+    a binding completes within PreBind's first look. A binding kube-controller-manager would never complete
+    (a PV pre-bound by a user to a claim whose access modes it lacks) makes PreBind wait
+    ``bindTimeoutSeconds`` of real time, as it would on a cluster.
+    """
+
+    def __init__(self, api: InMemoryAPI, *, provision: bool = True) -> None:
+        self.api = api
+        self.provision = provision
+        self._dirty_claims: set[tuple[str, str]] = set()
+        self._dirty_pods: set[tuple[str, str]] = set()
+        self._resync_all = False
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self.api.watchers.append(self.watch)
+        await self.sync_all()
+        await self._process()  # what the first pass's own writes asked for (e.g. binding a provisioned PV)
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        await self._process()  # what the last writes asked for
+        if self.watch in self.api.watchers:
+            self.api.watchers.remove(self.watch)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def watch(self, kind: str, event: str, obj: Obj) -> None:
+        m = obj.get("metadata") or {}
+        if kind == "PersistentVolumeClaim" and event != "DELETED":
+            self._dirty_claims.add((m.get("namespace", ""), m.get("name", "")))
+        elif kind == "PersistentVolume" and event != "DELETED":
+            ref = (obj.get("spec") or {}).get("claimRef")
+            if isinstance(ref, Mapping):
+                self._dirty_claims.add((str(ref.get("namespace", "")), str(ref.get("name", ""))))
+            else:
+                self._resync_all = True  # a new Available PV may satisfy an Immediate claim
+        elif kind == "StorageClass":
+            self._resync_all = True
+        elif kind == "Pod" and event == "ADDED":
+            self._dirty_pods.add((m.get("namespace", ""), m.get("name", "")))
+        else:
+            return
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._process()
+
+    async def _process(self) -> None:
+        try:
+            await self._process_dirty()
+        except ApiError as e:  # a lost race: the next event syncs again (the controllers retry)
+            log.warning("volume controllers: write failed", error=str(e))
+            self._resync_all = True
+
+    async def _process_dirty(self) -> None:
+        for _ in range(100):  # until quiet (each step writes at most what it observed)
+            if self._resync_all:
+                self._resync_all = False
+                self._dirty_claims.clear()
+                await self.sync_all()
+                continue
+            pods, self._dirty_pods = self._dirty_pods, set()
+            claims, self._dirty_claims = self._dirty_claims, set()
+            if not pods and not claims:
+                return
+            for ns, name in sorted(pods):
+                obj = self._stored("Pod", ns, name)
+                if obj is not None:
+                    await self._ephemeral_claims(obj)
+            for ns, name in sorted(claims):
+                obj = self._stored("PersistentVolumeClaim", ns, name)
+                if obj is not None:
+                    await self._sync_claim(obj)
+
+    async def sync_all(self) -> None:
+        """One pass of every controller over every object (the informers' initial list)."""
+        for kind, sync in (
+            ("Pod", self._ephemeral_claims),
+            ("PersistentVolume", self._init_volume),
+            ("PersistentVolumeClaim", self._sync_claim),
+        ):
+            stored = self.api.stored(kind)
+            keys = [((o.get("metadata") or {}).get("namespace", ""), o["metadata"]["name"]) for o in stored]
+            for ns, name in keys:
+                obj = self._stored(kind, ns, name)  # current: an earlier step may have written it
+                if obj is not None:
+                    await sync(obj)
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _stored(self, kind: str, ns: str, name: str) -> Obj | None:
+        from scheduler.simulate.memapi import CLUSTER_SCOPED
+
+        return self.api.objects.get((kind, "" if kind in CLUSTER_SCOPED else ns, name))
+
+    def _classes(self) -> dict[str, StorageClass]:
+        out = {}
+        for o in self.api.stored("StorageClass"):
+            try:
+                sc = storageclass_from(o)
+            except ModelError:
+                continue
+            out[sc.name] = sc
+        return out
+
+    def _volumes(self) -> list[PersistentVolume]:
+        out = []
+        for o in self.api.stored("PersistentVolume"):
+            try:
+                out.append(pv_from(o))
+            except ModelError:
+                continue
+        return out
+
+    # --- ephemeral-volume controller ------------------------------------------------------------------
+
+    async def _ephemeral_claims(self, pod: Obj) -> None:
+        m = pod.get("metadata") or {}
+        ns, pod_name = m.get("namespace", "default"), m.get("name", "")
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            if not isinstance(v, Mapping) or not isinstance(v.get("ephemeral"), Mapping):
+                continue
+            tmpl = v["ephemeral"].get("volumeClaimTemplate") or {}
+            name = f"{pod_name}-{v.get('name', '')}"
+            if self._stored("PersistentVolumeClaim", ns, name) is not None:
+                continue  # existing (ours, or a conflicting one the pod must not use)
+            tm = tmpl.get("metadata") or {}
+            claim: Obj = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "name": pod_name,
+                            "uid": m.get("uid", ""),
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": copy.deepcopy(tmpl.get("spec") or {}),
+            }
+            if tm.get("labels"):
+                claim["metadata"]["labels"] = dict(tm["labels"])
+            if tm.get("annotations"):
+                claim["metadata"]["annotations"] = dict(tm["annotations"])
+            await self.api.create("PersistentVolumeClaim", claim)
+
+    # --- persistentvolume-binder ----------------------------------------------------------------------
+
+    async def _init_volume(self, raw: Obj) -> None:
+        """A new PV (no phase yet) becomes Available (Bound when its claim is already bound to it)."""
+        if (raw.get("status") or {}).get("phase"):
+            return
+        obj = copy.deepcopy(raw)
+        obj["status"] = {**(obj.get("status") or {}), "phase": PV_AVAILABLE}
+        ref = (obj.get("spec") or {}).get("claimRef")
+        if isinstance(ref, Mapping):
+            claim = self._stored("PersistentVolumeClaim", str(ref.get("namespace", "")), str(ref.get("name", "")))
+            if claim is not None and (claim.get("spec") or {}).get("volumeName") == obj["metadata"]["name"]:
+                obj["status"]["phase"] = PV_BOUND
+        await self.api.update("PersistentVolume", obj, subresource="status")
+
+    def _default_class(self, classes: Mapping[str, StorageClass]) -> StorageClass | None:
+        defaults = [c for c in classes.values() if c.is_default]
+        if not defaults:
+            return None
+        # the newest default wins (DefaultStorageClass admission), then the name
+        return max(defaults, key=lambda c: (c.meta.creation_timestamp, c.name))
+
+    async def _sync_claim(self, raw: Obj) -> None:
+        try:
+            pvc = pvc_from(raw)
+        except ModelError:
+            return
+        if pvc.meta.deleting:
+            return
+        classes = self._classes()
+        volumes = {pv.name: pv for pv in self._volumes()}
+        if pvc.fully_bound:
+            pv = volumes.get(pvc.volume_name)
+            if pv is None:
+                if pvc.phase != PVC_LOST:
+                    await self._claim_status(raw, PVC_LOST, None)
+            elif pvc.phase != PVC_BOUND and is_volume_bound_to_claim(pv, pvc):
+                await self._claim_status(raw, PVC_BOUND, pv)
+            return
+        if pvc.volume_name:
+            named = volumes.get(pvc.volume_name)
+            if named is not None and (
+                is_volume_bound_to_claim(named, pvc) or (named.claim_ref is None and self._satisfies(named, pvc))
+            ):
+                await self._bind(named, pvc)
+                return
+            await self._claim_status(raw, PVC_PENDING, None)
+            return
+        if not pvc.has_class:
+            default = self._default_class(classes)
+            if default is not None:
+                obj = copy.deepcopy(raw)
+                obj.setdefault("spec", {})["storageClassName"] = default.name
+                await self.api.update("PersistentVolumeClaim", obj)
+                return  # the update event syncs the claim again
+        klass = classes.get(pvc.storage_class) if pvc.storage_class else None
+        delay = klass is not None and klass.wait_for_first_consumer
+        try:
+            pv = self._best_match(pvc, volumes.values(), delay)
+        except MatchError:
+            pv = None
+        if pv is not None:
+            await self._bind(pv, pvc)
+            return
+        if (
+            klass is not None
+            and (not delay or pvc.selected_node is not None)
+            and klass.provisioner
+            and klass.provisioner != NOT_SUPPORTED_PROVISIONER
+        ):
+            await self._provision(raw, pvc, klass)
+            return
+        if pvc.phase != PVC_PENDING:
+            await self._claim_status(raw, PVC_PENDING, None)
+
+    @staticmethod
+    def _satisfies(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> bool:
+        """``checkVolumeSatisfyClaim`` for a claim that names an unclaimed PV."""
+        if pv.meta.deleting:
+            return False
+        if (pv.capacity.int_value() if pv.capacity else 0) < pvc.request_bytes:
+            return False
+        if pv.storage_class != pvc.storage_class or pv.volume_attributes_class != pvc.volume_attributes_class:
+            return False
+        return pv.volume_mode == pvc.volume_mode and check_access_modes(pvc, pv)
+
+    @staticmethod
+    def _best_match(
+        pvc: PersistentVolumeClaim, volumes: Iterable[PersistentVolume], delay: bool
+    ) -> PersistentVolume | None:
+        """``findBestMatchForClaim``: PVs grouped by access-mode set, the sets holding every requested mode
+        tried from the fewest modes up, ``FindMatchingVolume`` with no node in each."""
+        groups: dict[frozenset[str], list[PersistentVolume]] = {}
+        for pv in sorted(volumes, key=lambda p: p.name):
+            groups.setdefault(frozenset(pv.access_modes), []).append(pv)
+        wanted = set(pvc.access_modes)
+        for modes in sorted(groups, key=lambda s: (len(s), sorted(s))):
+            if not wanted <= modes:
+                continue
+            found = find_matching_volume(pvc, groups[modes], None, None, delay)
+            if found is not None:
+                return found
+        return None
+
+    async def _bind(self, pv: PersistentVolume, pvc: PersistentVolumeClaim) -> None:
+        """``bind``: the PV first (claimRef, phase), then the claim (volumeName, annotations, phase)."""
+        pv_obj = copy.deepcopy(dict(pv.raw))
+        pvc_obj = copy.deepcopy(dict(pvc.raw))
+        spec = pv_obj.setdefault("spec", {})
+        ref = spec.get("claimRef")
+        if not is_volume_bound_to_claim(pv, pvc) or not isinstance(ref, Mapping) or ref.get("uid") != pvc.meta.uid:
+            if not is_volume_bound_to_claim(pv, pvc):
+                anns = pv_obj["metadata"].setdefault("annotations", {})
+                anns.setdefault(ANN_BOUND_BY_CONTROLLER, "yes")
+            spec["claimRef"] = _claim_ref(pvc_obj)
+            pv_obj = await self.api.update("PersistentVolume", pv_obj)
+        if (pv_obj.get("status") or {}).get("phase") != PV_BOUND:
+            pv_obj["status"] = {**(pv_obj.get("status") or {}), "phase": PV_BOUND}
+            pv_obj = await self.api.update("PersistentVolume", pv_obj, subresource="status")
+        anns = pvc_obj.setdefault("metadata", {}).setdefault("annotations", {})
+        dirty = False
+        if (pvc_obj.get("spec") or {}).get("volumeName") != pv.name:
+            pvc_obj.setdefault("spec", {})["volumeName"] = pv.name
+            anns.setdefault(ANN_BOUND_BY_CONTROLLER, "yes")
+            dirty = True
+        if ANN_BIND_COMPLETED not in anns:
+            anns[ANN_BIND_COMPLETED] = "yes"
+            dirty = True
+        if dirty:
+            pvc_obj = await self.api.update("PersistentVolumeClaim", pvc_obj)
+        await self._claim_status(pvc_obj, PVC_BOUND, pv_from(pv_obj))
+
+    async def _claim_status(self, raw: Mapping[str, Any], phase: str, pv: PersistentVolume | None) -> None:
+        """``updateClaimStatus``: the phase, and the bound PV's access modes and capacity (or none)."""
+        obj = copy.deepcopy(dict(raw))
+        old = obj.get("status") or {}
+        status = dict(old)
+        status["phase"] = phase
+        if pv is None:
+            status.pop("accessModes", None)
+            status.pop("capacity", None)
+        else:
+            status["accessModes"] = list(pv.access_modes)
+            if old.get("phase") != phase:
+                cap = (_map(pv.raw, "spec").get("capacity") or {}).get("storage")
+                if cap is not None:
+                    status["capacity"] = {"storage": cap}
+        if status == old:
+            return
+        obj["status"] = status
+        await self.api.update("PersistentVolumeClaim", obj, subresource="status")
+
+    async def _provision(self, raw: Obj, pvc: PersistentVolumeClaim, klass: StorageClass) -> None:
+        """``provisionClaimOperationExternal`` (annotations), then, with ``provision``, the external
+        provisioner's PV."""
+        anns = pvc.meta.annotations
+        if anns.get(ANN_STORAGE_PROVISIONER) != klass.provisioner or (
+            anns.get(ANN_BETA_STORAGE_PROVISIONER) != klass.provisioner
+        ):
+            obj = copy.deepcopy(raw)
+            a = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            a[ANN_STORAGE_PROVISIONER] = klass.provisioner
+            a[ANN_BETA_STORAGE_PROVISIONER] = klass.provisioner
+            raw = await self.api.update("PersistentVolumeClaim", obj)
+        if pvc.phase != PVC_PENDING:
+            await self._claim_status(raw, PVC_PENDING, None)
+            raw = self._stored("PersistentVolumeClaim", pvc.namespace, pvc.name) or raw
+        if not self.provision:
+            return
+        name = f"pvc-{pvc.meta.uid}"
+        if self._stored("PersistentVolume", "", name) is not None:
+            return
+        spec: dict[str, Any] = {
+            "capacity": {"storage": str(_map(_map(raw.get("spec"), "resources"), "requests").get("storage", "0"))},
+            "accessModes": list(pvc.access_modes),
+            "persistentVolumeReclaimPolicy": klass.reclaim_policy,
+            "storageClassName": klass.name,
+            "volumeMode": pvc.volume_mode,
+            "claimRef": _claim_ref(raw),
+            "csi": {"driver": klass.provisioner, "volumeHandle": name},
+        }
+        affinity = self._provisioned_affinity(klass, pvc.selected_node)
+        if affinity:
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": affinity}]}}
+        if pvc.volume_attributes_class:
+            spec["volumeAttributesClassName"] = pvc.volume_attributes_class
+        mount = klass.raw.get("mountOptions")
+        if isinstance(mount, list) and mount:
+            spec["mountOptions"] = list(mount)
+        pv: Obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name, "annotations": {ANN_DYNAMICALLY_PROVISIONED: klass.provisioner}},
+            "spec": spec,
+        }
+        created = await self.api.create("PersistentVolume", pv)
+        await self._init_volume(created)
+
+    def _provisioned_affinity(self, klass: StorageClass, node_name: str | None) -> list[dict[str, Any]]:
+        """The accessible topology of the new volume: the selected node's values of the topology keys the
+        driver reports in that node's CSINode, else of the keys of ``allowedTopologies``; for an Immediate
+        claim (no node) the first allowed topology term."""
+        if node_name is None:
+            if not klass.allowed_topologies:
+                return []
+            return [
+                {"key": k, "operator": "In", "values": sorted(v)} for k, v in klass.allowed_topologies[0].requirements
+            ]
+        node = self._stored("Node", "", node_name)
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        keys: list[str] = []
+        csinode = self._stored("CSINode", "", node_name)
+        if csinode is not None:
+            try:
+                d = csinode_from(csinode).driver(klass.provisioner)
+            except ModelError:
+                d = None
+            if d is not None:
+                keys = list(d.topology_keys)
+        if not keys:
+            keys = sorted({k for t in klass.allowed_topologies for k, _ in t.requirements})
+        return [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]

@@ -34,8 +34,7 @@ from plugins.topology import plugin as topo
 from plugins.volumebinding import SPEC as VOLUME_BINDING
 from plugins.volumerestrictions import SPEC as VOLUME_RESTRICTIONS
 from plugins.volumezone import SPEC as VOLUME_ZONE
-from scheduler.config.registry import NO_DEFAULT, ArgDoc, PluginSpec, Registry
-from scheduler.config.schedulerconfig import PluginRef
+from scheduler.config.registry import NO_DEFAULT, ArgDoc, PluginRef, PluginSpec, Registry
 
 # DeviceFragmentation's weight: above the sum of the weights that can pull a device pod elsewhere on a
 # GPU node (NodeResourcesFit's LeastAllocated 1 + BalancedAllocation 1 + GpuTopology 3 + DynamicResources 2),

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from scheduler.api.model import Pod, pod_from
 from scheduler.cache.cache import Cache, NodeInfo, Snapshot
-from scheduler.config.registry import PluginSpec, default_registry
-from scheduler.config.schedulerconfig import PluginRef, Profile, SchedulerConfig
+from scheduler.config.registry import PluginRef, PluginSpec, default_registry
+from scheduler.config.schedulerconfig import Profile, SchedulerConfig
 from scheduler.framework.helpers import (
     default_normalize_score,
     max_normalization,

@@ -17,12 +17,11 @@ from plugins.queuesort import SPEC as PRIORITY_SORT
 from plugins.schedulinggates import SPEC as SCHEDULING_GATES
 from plugins.tainttoleration import SPEC as TAINT_TOLERATION
 from scheduler.config.checkconfig import check_config
-from scheduler.config.registry import PluginSpec, no_args
+from scheduler.config.registry import PluginRef, PluginSpec, no_args
 from scheduler.config.schedulerconfig import (
     DEFAULT_PLUGINS,
     DEFAULT_SCHEDULER_NAME,
     ConfigError,
-    PluginRef,
     default_plugins,
     load_config_file,
     load_config_text,

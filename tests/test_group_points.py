@@ -21,8 +21,8 @@ from plugins.topology.plugin import GpuTopology
 from scheduler.api.model import Pod, PodGroup
 from scheduler.cache.cache import Cache, NodeInfo
 from scheduler.cache.ledger import DeviceLedger
-from scheduler.config.registry import PluginSpec, default_registry
-from scheduler.config.schedulerconfig import PluginRef, SchedulerConfig, default_config
+from scheduler.config.registry import PluginRef, PluginSpec, default_registry
+from scheduler.config.schedulerconfig import SchedulerConfig, default_config
 from scheduler.framework.domains import Attempt, Level, Plan
 from scheduler.framework.interface import (
     GROUP_PENDING_KEY,

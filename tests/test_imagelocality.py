@@ -24,8 +24,8 @@ from plugins.imagelocality import (
 )
 from scheduler.api.model import Pod, pod_from
 from scheduler.cache.cache import Cache, Snapshot
-from scheduler.config.registry import PluginSpec
-from scheduler.config.schedulerconfig import PluginRef, Profile
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,

@@ -21,8 +21,8 @@ from plugins.nodedeclaredfeatures import (
 )
 from scheduler.api.model import Pod, node_from, pod_from
 from scheduler.cache.cache import NodeInfo, Snapshot, _node_info
-from scheduler.config.registry import PluginSpec
-from scheduler.config.schedulerconfig import PluginRef, Profile
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile
 from scheduler.framework.interface import (
     Code,
     CycleState,

@@ -12,8 +12,8 @@ import pytest
 
 from scheduler.api.model import Pod, pod_from
 from scheduler.cache.cache import Cache, NodeInfo
-from scheduler.config.registry import PluginSpec
-from scheduler.config.schedulerconfig import PluginRef, Profile, SchedulerConfig
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile, SchedulerConfig
 from scheduler.framework.interface import CycleState, Status
 from scheduler.loop.scheduler import Scheduler, num_feasible_nodes_to_find
 from scheduler.simulate.memapi import InMemoryAPI

@@ -128,6 +128,7 @@ from scheduler.api.model import (
 )
 from scheduler.api.workload_api import consumer_for, is_for_pod_group_by_pod, is_reserved_for_pod, scheduling_group
 from scheduler.cache.cache import NodeInfo, Snapshot
+from scheduler.cache.coexistence import PARTITION_ARG, PARTITION_MESSAGE, partition_from_args, validate_partition
 from scheduler.cache.ledger import DeviceLedger, LedgerView
 from scheduler.config.registry import PluginSpec
 from scheduler.framework.helpers import default_normalize_score, max_normalized
@@ -144,7 +145,6 @@ from scheduler.framework.interface import (
     Status,
 )
 from scheduler.framework.memo import NodeStateMemo
-from scheduler.loop.coexistence import PARTITION_ARG, PARTITION_MESSAGE, partition_from_args, validate_partition
 
 log = structlog.get_logger("dra_scheduler.dra")
 

@@ -21,10 +21,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from scheduler.config.schedulerconfig import PluginRef
+from typing import Any
 
 ArgsValidator = Callable[[Mapping[str, Any], str], list[str]]
 
@@ -32,6 +29,31 @@ ENTRY_POINT_GROUP = "dra_scheduler.registries"
 IN_TREE = "in-tree"  # the entry point of plugins/registry.py; loaded first, so its plugins come first
 
 NO_DEFAULT: Any = object()  # an arg the plugin accepts without applying a default value
+
+# The extension points a plugin may serve and a profile may configure, in kube-scheduler's order (their
+# protocols are in scheduler/framework/interface.py; ``multiPoint`` expands to these).
+EXTENSION_POINTS = (
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRef:
+    """A plugin enabled at an extension point of a profile (the default profile's entries and the parsed
+    ``KubeSchedulerConfiguration``'s)."""
+
+    name: str
+    weight: int = 0  # score plugins only; 0 = default weight 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,15 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from scheduler.api.goduration import parse_go_duration
-from scheduler.framework.interface import EXTENSION_POINTS
+from scheduler.config.registry import EXTENSION_POINTS, PluginRef, PluginSpec, default_registry
+from scheduler.config.registry import default_profile as installed_default_profile
 
 DEFAULT_SCHEDULER_NAME = "dra-scheduler"
-
-
-@dataclass(frozen=True, slots=True)
-class PluginRef:
-    name: str
-    weight: int = 0  # score plugins only; 0 = default weight 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +53,6 @@ def default_profile() -> Mapping[str, tuple[PluginRef, ...]]:
     """The default profile: every extension point with its enabled plugins in order, score weights included
     (kube-scheduler 1.37.2's ``default_plugins.go`` plus ours). It lives with the in-tree plugins
     (``plugins/registry.py``) and is found through the registry entry points, like the plugins."""
-    from scheduler.config.registry import default_profile as installed_default_profile
-
     return installed_default_profile()
 
 
@@ -78,8 +71,6 @@ else:
 def default_plugins(registry: Mapping[str, PluginSpec] | None = None) -> dict[str, tuple[PluginRef, ...]]:
     """The default profile restricted to the points each registered plugin implements."""
     if registry is None:
-        from scheduler.config.registry import default_registry
-
         registry = default_registry()
     return {
         point: tuple(r for r in refs if r.name in registry and point in registry[r.name].points)
@@ -92,9 +83,6 @@ def default_config() -> SchedulerConfig:
 
 
 # --- parsing and validation ------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from scheduler.config.registry import PluginSpec
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -370,8 +358,6 @@ def parse_config(doc: Mapping[str, Any], registry: Mapping[str, PluginSpec] | No
     """Validate and merge a KubeSchedulerConfiguration document; raise :class:`ConfigError` listing every
     problem with its field path."""
     if registry is None:
-        from scheduler.config.registry import default_registry
-
         registry = default_registry()
     errs: list[str] = []
     if not isinstance(doc, Mapping):
@@ -457,12 +443,35 @@ _LEADER_ELECTION_FIELDS = {
 }
 
 
+JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
+
+def validate_timing(
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    names: tuple[str, str, str] = ("leaseDuration", "renewDeadline", "retryPeriod"),
+) -> list[str]:
+    """client-go ``NewLeaderElector``'s checks (leaderelection.go v0.37.2), naming the fields as ``names``
+    (config fields or flags): lease > renew deadline > retry period × 1.2, each > 0."""
+    lease, renew, retry = names
+    errs: list[str] = []
+    if lease_duration <= renew_deadline:
+        errs.append(f"{lease}: must be greater than {renew} ({lease_duration:g}s <= {renew_deadline:g}s)")
+    if renew_deadline <= JITTER_FACTOR * retry_period:
+        errs.append(
+            f"{renew}: must be greater than {retry} × {JITTER_FACTOR:g} "
+            f"({renew_deadline:g}s <= {JITTER_FACTOR * retry_period:g}s)"
+        )
+    for name, v in ((lease, lease_duration), (renew, renew_deadline), (retry, retry_period)):
+        if not v > 0:
+            errs.append(f"{name}: must be greater than zero")
+    return errs
+
+
 def _parse_leader_election(raw: Any, errs: list[str]) -> LeaderElectionConfig | None:
     """``leaderElection`` (component-base LeaderElectionConfiguration, defaulted as kube-scheduler does and
     validated as component-base ``ValidateLeaderElectionConfiguration`` plus client-go's
     ``NewLeaderElector`` timing checks; durations are Go duration strings, e.g. ``15s``)."""
-    from scheduler.kube.leader import validate_timing
-
     path = "leaderElection"
     if raw is None:
         return None

@@ -139,7 +139,7 @@ class SchedulerMetrics:
         for q in QUEUES:
             self.pending_pods.labels(queue=q).set(lengths.get(q, 0))
 
-    # --- running next to kube-scheduler (scheduler/loop/coexistence.py) -------------------------------------------
+    # --- running next to kube-scheduler (scheduler/cache/coexistence.py) -------------------------------------------
 
     def _coexistence_metrics(self, r: CollectorRegistry) -> None:
         self.double_allocated_devices = Gauge(

@@ -42,7 +42,13 @@ import structlog
 
 from scheduler.api.clusterapi import ApiError
 from scheduler.cache.cache import Cache
-from scheduler.config.schedulerconfig import ConfigError, LeaderElectionConfig, SchedulerConfig, default_config
+from scheduler.config.schedulerconfig import (
+    ConfigError,
+    LeaderElectionConfig,
+    SchedulerConfig,
+    default_config,
+    validate_timing,
+)
 from scheduler.framework.interface import Code, QueuedPodInfo
 from scheduler.kube import memory
 from scheduler.kube import resources as _r
@@ -51,7 +57,7 @@ from scheduler.kube.configwatch import ConfigWatcher
 from scheduler.kube.health import HealthServer
 from scheduler.kube.informer import Informer, InformerSet, cache_lookup
 from scheduler.kube.kubeconfig import KubeconfigError
-from scheduler.kube.leader import LeaderElector, validate_timing
+from scheduler.kube.leader import LeaderElector
 from scheduler.kube.metrics import SchedulerMetrics
 from scheduler.kube.podgroup_controller import PodGroupStatusController
 from scheduler.kube.resources import (

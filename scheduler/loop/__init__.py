@@ -2,8 +2,7 @@
 
 ``scheduler`` pops a pod from the ``queue`` (active, backoff and unschedulable sub-queues), runs it through
 the framework's cycle (or hands its group to :mod:`scheduler.gang`), and binds asynchronously through the
-:class:`~scheduler.api.clusterapi.ClusterAPI`; ``coexistence`` watches for devices allocated twice by
-two schedulers.
+:class:`~scheduler.api.clusterapi.ClusterAPI`.
 
 May import: ``scheduler.api``, ``scheduler.config``, ``scheduler.cache``, ``scheduler.framework``,
 ``scheduler.gang``.

@@ -28,11 +28,14 @@ import structlog
 from scheduler.api.clusterapi import ApiError, ClusterAPI, NotFound, pod_writes
 from scheduler.api.model import Pod, ResourceClaim
 from scheduler.cache.cache import Cache, NodeInfo
+from scheduler.cache.coexistence import DoubleAllocationDetector
 from scheduler.config.registry import PluginSpec, default_registry
 from scheduler.config.schedulerconfig import SchedulerConfig
 from scheduler.framework.interface import (
     Code,
     CycleState,
+    Metrics,
+    NullMetrics,
     PostFilterResult,
     QueuedPodInfo,
     QueueingHint,
@@ -40,8 +43,7 @@ from scheduler.framework.interface import (
     Status,
 )
 from scheduler.framework.nominator import NOOP, OVERRIDE, Nominator, status_nominated_node
-from scheduler.framework.runtime import Framework, Metrics, NullMetrics
-from scheduler.loop.coexistence import DoubleAllocationDetector
+from scheduler.framework.runtime import Framework
 from scheduler.loop.queue import Clock, MonotonicClock, SchedulingQueue
 
 log = structlog.get_logger("dra_scheduler")
@@ -140,7 +142,7 @@ class Scheduler:
         cache.handlers.append(self._on_cache_event)
 
     def _double_allocation_detector(self) -> DoubleAllocationDetector:
-        """Devices allocated to two claims (another scheduler beside us): scheduler/loop/coexistence.py."""
+        """Devices allocated to two claims (another scheduler beside us): scheduler/cache/coexistence.py."""
         det = DoubleAllocationDetector(self.api.event, self.metrics)
         det.seed(self.cache.claims().values())
         return det

@@ -9,7 +9,7 @@ from typing import Any
 from bench.fleet import scale_fleet
 from scheduler.cache.cache import Cache
 from scheduler.config.schedulerconfig import default_config
-from scheduler.gang.cycle import XK8S_STATUS_FIELDS, podgroup_reason
+from scheduler.gang.status import XK8S_STATUS_FIELDS, podgroup_reason
 from scheduler.loop.queue import FakeClock
 from scheduler.loop.scheduler import Scheduler
 from scheduler.simulate.claimcontroller import create_pod_claims
@@ -249,7 +249,7 @@ def test_schedule_timeout_is_reported() -> None:
         [p] = live.api.list("Pod")
         [cond] = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert "scheduleTimeoutSeconds 30 expired" in cond["message"]
-        from scheduler.gang.cycle import podgroup_status
+        from scheduler.gang.status import podgroup_status
 
         pg = live.cache.podgroups()["default/g"]
         members = list(live.cache.pods().values())
@@ -268,7 +268,7 @@ def test_member_deleted_after_binding_is_reported() -> None:
         await live.run()
         assert len(live.bound("g")) == 2
         await live.api.delete("Pod", "default", "p1")
-        from scheduler.gang.cycle import podgroup_status
+        from scheduler.gang.status import podgroup_status
 
         pg = live.cache.podgroups()["default/g"]
         members = list(live.cache.pods().values())

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-import scheduler.gang.cycle as gang
+import scheduler.gang.state as gang
 from bench.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
 from scheduler.gang.pack import FRAGMENTS, Slot, domains_spanned, pack
 from scheduler.simulate.claimcontroller import create_pod_claims

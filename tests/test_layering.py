@@ -232,15 +232,12 @@ ROOMS = {"api": 0, "config": 1, "cache": 2, "framework": 3, "gang": 4, "loop": 5
 PLUGINS_MAY_IMPORT = frozenset({"api", "config", "cache", "framework"})
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # the group cycle types its host as the loop's Scheduler and reuses its FitError message
-        ("scheduler.gang.cycle", "scheduler.loop.scheduler"),
         # the volume controllers simulate plays still live beside the storage kinds
         ("scheduler.api.storage", "scheduler.simulate.memapi"),
     }
 )
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     {
-        frozenset({"scheduler.gang.cycle", "scheduler.loop.scheduler"}),
         frozenset({"plugins.dra.cel", "plugins.dra.cel_cost", "plugins.dra.cel_ext", "plugins.dra.cel_format"}),
         frozenset({"plugins.dra.capacity", "plugins.dra.plugin"}),
         frozenset({"plugins.defaultpreemption.group", "plugins.defaultpreemption.plugin"}),

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.fleet import RACK_LABEL, scale_fleet
 from scheduler.config.schedulerconfig import load_config_text
-from scheduler.gang.cycle import podgroup_reason
+from scheduler.gang.status import podgroup_reason
 from scheduler.simulate.simulation import SimulationResult, simulate
 from tests.test_topology import gpu_pod, template, used
 

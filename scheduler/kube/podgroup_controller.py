@@ -6,7 +6,7 @@ kopf watches ``scheduling.x-k8s.io/v1alpha1`` PodGroups and the Pods that carry 
 so kopf writes nothing to Pods (no annotations, no finalizers) and nothing to PodGroups either
 (python-dependencies.md §2). The reconciler computes the status from the scheduler's own cache (members,
 bound counts, phases) and the gang scheduler's knowledge (why a group waits, timeouts) with
-:func:`scheduler.gang.cycle.podgroup_status` — the fields of scheduler-plugins' own PodGroupStatus only, so its CRD
+:func:`scheduler.gang.status.podgroup_status` — the fields of scheduler-plugins' own PodGroupStatus only, so its CRD
 (``manifests/crds/``) serves both projects — and writes ``status`` (merge patch on the status subresource)
 only when it changed, plus an Event on each phase transition.
 """
@@ -25,7 +25,8 @@ import structlog
 from scheduler.api.clusterapi import ApiError, ClusterAPI, NotFound
 from scheduler.api.model import POD_GROUP_LABEL
 from scheduler.cache.cache import Cache
-from scheduler.gang.cycle import GangScheduler, podgroup_reason, podgroup_status
+from scheduler.gang.cycle import GangScheduler
+from scheduler.gang.status import podgroup_reason, podgroup_status
 
 log = structlog.get_logger("dra_scheduler.podgroups")
 

@@ -31,6 +31,7 @@ from scheduler.cache.cache import Cache, NodeInfo
 from scheduler.cache.coexistence import DoubleAllocationDetector
 from scheduler.config.registry import PluginSpec, default_registry
 from scheduler.config.schedulerconfig import SchedulerConfig
+from scheduler.framework.helpers import fit_error
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -44,6 +45,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.nominator import NOOP, OVERRIDE, Nominator, status_nominated_node
 from scheduler.framework.runtime import Framework
+from scheduler.gang.cycle import GangScheduler
 from scheduler.loop.queue import Clock, MonotonicClock, SchedulingQueue
 
 log = structlog.get_logger("dra_scheduler")
@@ -133,8 +135,6 @@ class Scheduler:
         self._pending_preemptions: list[tuple[str, Callable[[ClusterAPI, Callable[[], str]], Awaitable[bool]]]] = []
         self._preemption_tasks: set[asyncio.Task[bool]] = set()
         self._gated_messages: dict[str, tuple[str, str, float, bool]] = {}  # reason, message, since, written
-        from scheduler.gang.cycle import GangScheduler
-
         self.gang = GangScheduler(self)
         self.attempts = Counter[str]()  # result -> count (scheduled / unschedulable / error)
         self._cycles = 0  # scheduling cycles run: every PLUGIN_METRICS_SAMPLE-th observes plugin durations
@@ -693,12 +693,3 @@ def _refers_to(pod: Pod, claim: ResourceClaim) -> bool:
     names = {c.claim_name for c in pod.claims} | set(pod.claim_statuses.values())
     return claim.name in names
 
-
-def fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:
-    """kube-scheduler's FitError message: '0/N nodes are available: <count> <reason>, ...'."""
-    counts: Counter[str] = Counter()
-    for st in statuses.values():
-        for r in st.reasons or ("unknown reason",):
-            counts[r] += 1
-    parts = sorted(f"{n} {r}" for r, n in counts.items())
-    return f"0/{num_nodes} nodes are available: {', '.join(parts)}."

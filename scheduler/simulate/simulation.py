@@ -580,7 +580,7 @@ async def _create_podgroup_claims(api: InMemoryAPI) -> None:
 
 
 async def _write_podgroup_status(api: InMemoryAPI, sched: Scheduler) -> None:
-    from scheduler.gang.cycle import podgroup_status
+    from scheduler.gang.status import podgroup_status
 
     pods = sched.cache.pods()
     for key, pg in sched.cache.podgroups().items():

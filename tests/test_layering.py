@@ -230,12 +230,7 @@ def test_no_installed_registry_says_how_to_install(
 
 ROOMS = {"api": 0, "config": 1, "cache": 2, "framework": 3, "gang": 4, "loop": 5, "simulate": 6, "kube": 6, "cli": 7}
 PLUGINS_MAY_IMPORT = frozenset({"api", "config", "cache", "framework"})
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # the volume controllers simulate plays still live beside the storage kinds
-        ("scheduler.api.storage", "scheduler.simulate.memapi"),
-    }
-)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     {
         frozenset({"plugins.dra.cel", "plugins.dra.cel_cost", "plugins.dra.cel_ext", "plugins.dra.cel_format"}),

@@ -25,7 +25,7 @@ in :mod:`plugins.volumebinding.binder`):
   upstream's ``checkBindings`` fails on (claimRef reset, selected-node dropped = provisioning failed, PV
   node affinity not matching, pod deleted) or after ``bindTimeoutSeconds`` (``binding volumes: context
   deadline exceeded``). There is no API rollback, as upstream. Polling starts at once and backs off to one
-  second (upstream waits a first second). In ``simulate``, :class:`scheduler.api.storage.VolumeControllers`
+  second (upstream waits a first second). In ``simulate``, :class:`scheduler.simulate.volumes.VolumeControllers`
   plays kube-controller-manager (and the external provisioner) while PreBind polls.
 * Signature: None for a pod with claims (the result depends on PVs, PVCs and classes); pods without claims
   are skipped at PreFilter and keep their reuse.

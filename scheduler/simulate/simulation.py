@@ -42,7 +42,6 @@ from typing import Any
 
 from scheduler.api import workload_api
 from scheduler.api.model import ModelError, Pod
-from scheduler.api.storage import VolumeControllers
 from scheduler.cache.cache import Cache
 from scheduler.config.logging import write_line
 from scheduler.config.schedulerconfig import SchedulerConfig, default_config, load_config_text
@@ -58,6 +57,7 @@ from scheduler.simulate.claimcontroller import (
 )
 from scheduler.simulate.memapi import CLUSTER_SCOPED, InMemoryAPI
 from scheduler.simulate.report import dumps_indented, left_to_other_schedulers, reason, summary_counts, summary_note
+from scheduler.simulate.volumes import VolumeControllers
 
 KINDS = {
     ("v1", "Node"),

@@ -24,8 +24,8 @@ from plugins.dra.cel import (
     device_input,
     get_engine,
 )
-from scheduler.quantity import parse_quantity
-from scheduler.semver import parse as parse_semver
+from scheduler.api.quantity import parse_quantity
+from scheduler.api.semver import parse as parse_semver
 
 SELECTOR = (
     'device.driver == "gpu.nvidia.com" && '

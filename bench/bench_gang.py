@@ -22,8 +22,8 @@ from typing import Any
 sys.path.insert(0, ".")
 
 from bench.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
-from scheduler.logging import configure_logging
-from scheduler.simulate import simulate
+from scheduler.config.logging import configure_logging
+from scheduler.simulate.simulation import simulate
 
 
 def workload(groups: int, size: int, gpus: int, seed: int = 11) -> list[dict[str, Any]]:

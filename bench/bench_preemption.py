@@ -52,8 +52,8 @@ from bench.fleet import (
 from plugins.defaultpreemption.plugin import DefaultPreemption
 from plugins.topology.plugin import GpuTopology
 from plugins.topology.scoring import best_set_value
-from scheduler.logging import configure_logging
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.config.logging import configure_logging
+from scheduler.simulate.simulation import SimulationResult, simulate
 
 NS = "bench"
 DRIVER = "gpu.nvidia.com"

@@ -46,9 +46,9 @@ import yaml
 
 from bench.fleet import scale_fleet
 from bench.procstat import peak_rss_mib
-from scheduler.logging import configure_logging
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import load_objects, simulate, to_json
+from scheduler.config.logging import configure_logging
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.simulation import load_objects, simulate, to_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

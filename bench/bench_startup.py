@@ -247,12 +247,12 @@ async def one_run(
     lists: Mapping[str, list[bytes]], profile: cProfile.Profile | None = None, server_s_per_mb: float = 0.0,
     pause_gc: bool = True,
 ) -> dict[str, float]:
-    from scheduler.cache import Cache
-    from scheduler.config import default_config
+    from scheduler.cache.cache import Cache
+    from scheduler.config.schedulerconfig import default_config
     from scheduler.kube.informer import Informer, InformerSet, cache_lookup
-    from scheduler.memapi import InMemoryAPI
-    from scheduler.run import ALWAYS, POD_FIELD_SELECTOR
-    from scheduler.scheduler import Scheduler
+    from scheduler.kube.run import ALWAYS, POD_FIELD_SELECTOR
+    from scheduler.loop.scheduler import Scheduler
+    from scheduler.simulate.memapi import InMemoryAPI
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if profile is not None:
@@ -352,7 +352,7 @@ def child(args: argparse.Namespace) -> None:
     import pickle
 
     from scheduler.cli import tune_gc
-    from scheduler.logging import configure_logging
+    from scheduler.config.logging import configure_logging
 
     configure_logging(level="warning")
     with open(args.one, "rb") as f:

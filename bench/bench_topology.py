@@ -42,9 +42,9 @@ from bench.fleet import (
     topology_matrix,
 )
 from plugins.topology.plugin import GpuTopology
-from scheduler.config import SchedulerConfig, default_config, load_config_text
-from scheduler.logging import configure_logging
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.config.logging import configure_logging
+from scheduler.config.schedulerconfig import SchedulerConfig, default_config, load_config_text
+from scheduler.simulate.simulation import SimulationResult, simulate
 
 FIRST_FIT = """
 apiVersion: kubescheduler.config.k8s.io/v1

@@ -47,7 +47,7 @@ from e2e.fleet import (
     pod_scheduled_condition,
     wait_for,
 )
-from scheduler.coexistence import EVENT_REASON
+from scheduler.cache.coexistence import EVENT_REASON
 
 FLEET = "coex"
 DEVICES_LABEL = "e2e.dra-scheduler.io/devices"

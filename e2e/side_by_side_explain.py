@@ -5,7 +5,7 @@
 The workload of :mod:`e2e.side_by_side` is sent to kube-scheduler 1.37.2 one pod at a time (``--serial``)
 with ``--v=10``, which logs every score plugin's weighted, normalised score for every feasible node
 ("Plugin scored node for pod", ``pkg/scheduler/schedule_one.go``). Then, for each pod kube-scheduler bound,
-dra-scheduler's own framework decides that pod in-process (``scheduler.simulate``) on exactly the state
+dra-scheduler's own framework decides that pod in-process (``scheduler.simulate.simulation``) on exactly the state
 kube-scheduler saw: the nodes, slices and classes, every earlier pod where kube-scheduler put it with its
 claims and bound PVCs, the later PVCs unbound. Its scores per plugin are recorded the same way.
 
@@ -145,7 +145,7 @@ class Verdict:
 
 
 def decide(objs: list[JSON]) -> tuple[dict[str, str], dict[str, dict[str, dict[str, int]]]]:
-    from scheduler.simulate import simulate
+    from scheduler.simulate.simulation import simulate
 
     _recorded.clear()
     result = asyncio.run(simulate(objs))
@@ -219,7 +219,7 @@ def unexplained(verdicts: Sequence[Verdict]) -> list[Verdict]:
 def explain(kube: Kube, run_dir: str, tag: str = "") -> tuple[sbs.RunResult, list[Verdict]]:
     """kube-scheduler at --v=10, one pod at a time; then each of its decisions re-made by dra-scheduler's
     framework in-process on the same state. The caller resets the run (``sbs.reset(kube, result.namespaces)``)."""
-    from scheduler.logging import configure_logging
+    from scheduler.config.logging import configure_logging
 
     configure_logging(verbose=False)  # the in-process decisions log nothing below warnings
     tag = tag or f"x{int(time.time()) % 100000:05d}"

@@ -28,7 +28,7 @@ from e2e.fleet import (
     pod_scheduled_condition,
     wait_for,
 )
-from scheduler.config import load_config_text
+from scheduler.config.schedulerconfig import load_config_text
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "charts" / "dra-scheduler"

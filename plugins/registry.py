@@ -1,7 +1,7 @@
 """The in-tree plugins and the default profile (kube-scheduler 1.37.2's, plus ours).
 
 The engine finds them through the entry point ``in-tree = "plugins.registry:in_tree"`` of the group
-``dra_scheduler.registries`` (pyproject.toml; :mod:`scheduler.framework.registry`), never by importing this
+``dra_scheduler.registries`` (pyproject.toml; :mod:`scheduler.config.registry`), never by importing this
 module: plugins depend on the engine, not the reverse (ARCHITECTURE.md §2).
 """
 
@@ -34,8 +34,7 @@ from plugins.topology import plugin as topo
 from plugins.volumebinding import SPEC as VOLUME_BINDING
 from plugins.volumerestrictions import SPEC as VOLUME_RESTRICTIONS
 from plugins.volumezone import SPEC as VOLUME_ZONE
-from scheduler.config import PluginRef
-from scheduler.framework.registry import NO_DEFAULT, ArgDoc, PluginSpec, Registry
+from scheduler.config.registry import NO_DEFAULT, ArgDoc, PluginRef, PluginSpec, Registry
 
 # DeviceFragmentation's weight: above the sum of the weights that can pull a device pod elsewhere on a
 # GPU node (NodeResourcesFit's LeastAllocated 1 + BalancedAllocation 1 + GpuTopology 3 + DynamicResources 2),

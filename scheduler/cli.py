@@ -14,14 +14,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from scheduler.framework.registry import RegistryError
-from scheduler.goduration import parse_go_duration
-from scheduler.logging import FORMATS, LEVELS, configure_logging
+from scheduler.api.goduration import parse_go_duration
+from scheduler.config.logging import FORMATS, LEVELS, configure_logging
+from scheduler.config.registry import RegistryError
 
 if TYPE_CHECKING:
     import asyncio
 
-    from scheduler.run import RunOptions, SchedulerApp
+    from scheduler.kube.run import RunOptions, SchedulerApp
 
 KUBERNETES_VERSION = "v1.37.2"  # the kube-scheduler / API version whose semantics this scheduler follows
 PACKAGE = "dra-scheduler"
@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code = _command(parser, args)
-    except RegistryError as e:  # no plugin registry installed (scheduler/framework/registry.py)
+    except RegistryError as e:  # no plugin registry installed (scheduler/config/registry.py)
         print(f"dra-scheduler: {e}", file=sys.stderr)
         return 2
     if argv is None and args.command == "simulate":
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "check-config":
-        from scheduler.checkconfig import check_config
+        from scheduler.config.checkconfig import check_config
 
         code, text = check_config(args.file)
         print(text, file=sys.stdout if code == 0 else sys.stderr)
@@ -233,10 +233,10 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level or ("info" if args.verbose else "warning"), fmt=args.log_format)
-    from scheduler.config import ConfigError, load_config_file
-    from scheduler.progress import LINE_INTERVAL, Progress, reporting
-    from scheduler.simulate import InputError, run_simulation, to_json, to_table
-    from scheduler.simulate_report import pending_exit_code
+    from scheduler.config.schedulerconfig import ConfigError, load_config_file
+    from scheduler.simulate.progress import LINE_INTERVAL, Progress, reporting
+    from scheduler.simulate.report import pending_exit_code
+    from scheduler.simulate.simulation import InputError, run_simulation, to_json, to_table
 
     # with --log-format json (the default) the progress lines are JSON records too: stderr stays JSON lines
     reporter = None if args.no_progress else Progress(sys.stderr, json_lines=args.log_format == "json")
@@ -268,7 +268,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """RunOptions from the parsed flags (``explicit``: the leader-election flags given)."""
-    from scheduler.run import RunOptions
+    from scheduler.kube.run import RunOptions
 
     opts = RunOptions(
         kubeconfig=args.kubeconfig,
@@ -309,7 +309,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _run_app(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from scheduler.run import SchedulerApp, apply_leader_election
+    from scheduler.kube.run import SchedulerApp, apply_leader_election
 
     if args.config and args.config_map:
         print("use --config or --config-map, not both", file=sys.stderr)

@@ -6,7 +6,7 @@ See ``dra-semantics.md`` §5.1: nodes are ``node(name, region)`` with labels ``{
 holds ``device-0..n-1``; ``request(name, class, count)`` is an ``exactly`` ExactCount request.
 
 Everything is built as raw API dicts (what the informers hand to the scheduler) and converted with the
-``scheduler.model`` functions in :func:`run`, so API defaulting is exercised too.
+``scheduler.api.model`` functions in :func:`run`, so API defaulting is exercised too.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 from plugins.dra.allocator import Allocator, ClaimAllocation, ClaimInput, Features, gather_pools
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.cache import build_slice_index
-from scheduler.ledger import DeviceLedger
-from scheduler.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
-from scheduler.quantity import Quantity
+from scheduler.api.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
+from scheduler.api.quantity import Quantity
+from scheduler.cache.cache import build_slice_index
+from scheduler.cache.ledger import DeviceLedger
 
 Raw = dict[str, Any]
 

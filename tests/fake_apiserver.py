@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from scheduler.memapi import merge_patch
+from scheduler.simulate.memapi import merge_patch
 
 Obj = dict[str, Any]
 ResId = tuple[str, str, str]  # (group, version, plural)

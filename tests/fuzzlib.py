@@ -431,7 +431,7 @@ class CaseTimeout(Exception):
 
 
 def run_case(seed: int, index: int, workdir: str) -> dict[str, Any]:
-    from scheduler.simulate import InputError, load_objects, simulate
+    from scheduler.simulate.simulation import InputError, load_objects, simulate
 
     rng = random.Random(seed * 1_000_003 + index)
     sentinels, victims = base_objects()
@@ -489,7 +489,7 @@ def cel_case(seed: int, index: int) -> dict[str, Any]:
     import celgen
 
     from plugins.dra.cel import CELCompileError, CELError, available_engines, device_input, get_engine
-    from scheduler.model import device_from
+    from scheduler.api.model import device_from
 
     rng = random.Random(seed * 7_000_003 + index)
     expr = celgen.expression(rng, rng.randint(1, 5))

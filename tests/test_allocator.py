@@ -108,8 +108,8 @@ from plugins.dra.allocator import (
     gather_pools,
 )
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.cache import build_slice_index
-from scheduler.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
+from scheduler.api.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
+from scheduler.cache.cache import build_slice_index
 
 Raw = dict[str, Any]
 

@@ -44,8 +44,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.model import DeviceResult
-from scheduler.quantity import Quantity
+from scheduler.api.model import DeviceResult
+from scheduler.api.quantity import Quantity
 
 Raw = dict[str, Any]
 

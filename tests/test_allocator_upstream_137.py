@@ -22,9 +22,9 @@ from dra_fixtures import Share, make_ledger
 
 from plugins.dra.allocator import AllocationError, Allocator, ClaimAllocation, ClaimInput, Features, gather_pools
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.cache import build_slice_index
-from scheduler.model import claim_spec_from, class_from, node_from, slice_from
-from scheduler.simulate import simulate
+from scheduler.api.model import claim_spec_from, class_from, node_from, slice_from
+from scheduler.cache.cache import build_slice_index
+from scheduler.simulate.simulation import simulate
 
 DRIVER = "dra.example.com"
 A = f'device.attributes["{DRIVER}"]'

@@ -20,8 +20,9 @@ from plugins.balancedallocation import (
     parse_args,
     validate_args,
 )
-from scheduler.cache import NodeInfo, _node_info
-from scheduler.config import ConfigError, parse_config
+from scheduler.api.model import Node, Pod, node_from, pod_from
+from scheduler.cache.cache import NodeInfo, _node_info
+from scheduler.config.schedulerconfig import ConfigError, parse_config
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -31,8 +32,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
     SignPlugin,
 )
-from scheduler.model import Node, Pod, node_from, pod_from
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 DEFAULT = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
 WITH_GPU = {

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache import Cache, NodeInfo, Snapshot
-from scheduler.config import PluginRef, Profile, SchedulerConfig
+from scheduler.api.model import Pod, pod_from
+from scheduler.cache.cache import Cache, NodeInfo, Snapshot
+from scheduler.config.registry import PluginRef, PluginSpec, default_registry
+from scheduler.config.schedulerconfig import Profile, SchedulerConfig
 from scheduler.framework.helpers import (
     default_normalize_score,
     max_normalization,
@@ -26,11 +28,9 @@ from scheduler.framework.helpers import (
     min_max_normalize_score,
 )
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, Status
-from scheduler.framework.registry import PluginSpec, default_registry
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import Pod, pod_from
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import simulate
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import simulate
 from tests.test_framework import Binder, Sorter  # the trivial QueueSort and Bind plugins
 
 MODES = ("batch", "memo", "off")

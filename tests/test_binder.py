@@ -6,13 +6,13 @@ import asyncio
 from typing import Any
 
 from bench.fleet import scale_fleet
-from scheduler.api import ApiError, Conflict
-from scheduler.cache import Cache
-from scheduler.claimcontroller import create_pod_claims
-from scheduler.config import default_config
-from scheduler.memapi import InMemoryAPI
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
+from scheduler.api.clusterapi import ApiError, Conflict
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.claimcontroller import create_pod_claims
+from scheduler.simulate.memapi import InMemoryAPI
 
 
 def _setup(pods: int = 1, nodes: int = 1, gpus: int = 2) -> tuple[InMemoryAPI, Cache, Scheduler, FakeClock]:

@@ -29,17 +29,17 @@ import pytest
 from plugins.dra.allocator import Allocator, ClaimInput, Features, gather_pools
 from plugins.dra.cel import SelectorCache, get_engine
 from plugins.dra.plugin import BINDING_TIMEOUT_DEFAULT, DynamicResources
-from scheduler.api import Conflict, NotFound
-from scheduler.cache import Cache, build_slice_index
-from scheduler.config import ConfigError, SchedulerConfig, default_config, parse_config
+from scheduler.api.clusterapi import Conflict, NotFound
+from scheduler.api.goduration import format_go_duration, parse_go_duration
+from scheduler.api.model import claim_spec_from, class_from, node_from, slice_from
+from scheduler.cache.cache import Cache, build_slice_index
+from scheduler.cache.ledger import DeviceLedger
+from scheduler.config.schedulerconfig import ConfigError, SchedulerConfig, default_config, parse_config
 from scheduler.framework.hooks import fake_binding_clock, use_binding_clock
-from scheduler.goduration import format_go_duration, parse_go_duration
-from scheduler.ledger import DeviceLedger
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import claim_spec_from, class_from, node_from, slice_from
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import simulate
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import simulate
 from tests.dra_fixtures import (
     CLASS_A,
     DEV1,

@@ -20,8 +20,8 @@ from plugins.dra.cel import (
     parse_expression,
     unparse,
 )
-from scheduler.quantity import parse_quantity
-from scheduler.semver import parse as semver
+from scheduler.api.quantity import parse_quantity
+from scheduler.api.semver import parse as semver
 
 ENGINES = available_engines()
 DRIVER = "dra.example.com"

@@ -35,11 +35,11 @@ from plugins.dra.cel import (
     get_engine,
 )
 from plugins.dra.extended import device_totals
-from scheduler.cache import build_slice_index
-from scheduler.ledger import DeviceLedger
-from scheduler.model import Device, claim_spec_from, class_from, device_from, node_from, slice_from
-from scheduler.quantity import Quantity, parse_quantity
-from scheduler.semver import parse as semver
+from scheduler.api.model import Device, claim_spec_from, class_from, device_from, node_from, slice_from
+from scheduler.api.quantity import Quantity, parse_quantity
+from scheduler.api.semver import parse as semver
+from scheduler.cache.cache import build_slice_index
+from scheduler.cache.ledger import DeviceLedger
 
 ENGINES = available_engines()
 D = "d.example.com"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 
 from plugins.dra.cel import CELCompileError, CELError, CELRuntimeError, available_engines, device_input, get_engine
-from scheduler.model import device_from
+from scheduler.api.model import device_from
 
 ENGINES = available_engines()
 A = 'device.attributes["dra.example.com"]'

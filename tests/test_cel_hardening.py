@@ -29,7 +29,7 @@ from plugins.dra.cel import (
     estimate_cost,
     get_engine,
 )
-from scheduler.semver import parse as parse_semver
+from scheduler.api.semver import parse as parse_semver
 
 ENGINES = [e for e in ("cel-expr-python", "cel-python") if e in available_engines()]
 DRIVER = "dra.example.com"
@@ -228,7 +228,7 @@ def hostile_scenario(expr: str) -> list[dict[str, Any]]:
 def test_hostile_class_fails_only_its_claim() -> None:
     """End to end: a class whose selector exceeds the budget or the cost limit gives its pod an error status;
     the pod of another class on the same node is bound."""
-    from scheduler.simulate import simulate
+    from scheduler.simulate.simulation import simulate
 
     for expr in (tenfold(8, f'device.attributes["{DRIVER}"].model'),
                  'device.attributes["dra.example.com"].model.matches("^(a+)+$")'):

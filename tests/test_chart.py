@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.config import load_config_text
+from scheduler.config.schedulerconfig import load_config_text
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "charts" / "dra-scheduler"

@@ -16,10 +16,10 @@ import pytest
 import structlog
 
 from scheduler.cli import build_parser, go_duration, main, run_options, version_text
-from scheduler.config import ConfigError, LeaderElectionConfig, parse_config
-from scheduler.kube.leader import LeaderElector, validate_timing
-from scheduler.logging import configure_logging
-from scheduler.run import RunOptions, apply_leader_election
+from scheduler.config.logging import configure_logging
+from scheduler.config.schedulerconfig import ConfigError, LeaderElectionConfig, parse_config, validate_timing
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.run import RunOptions, apply_leader_election
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 

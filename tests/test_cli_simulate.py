@@ -22,12 +22,12 @@ import pytest
 import structlog
 import yaml
 
-from scheduler import progress
 from scheduler.cli import main
-from scheduler.logging import configure_logging, write_line
-from scheduler.progress import Progress, reporting
-from scheduler.simulate import run_simulation, to_json, to_table
-from scheduler.simulate_report import left_to_other_schedulers, pending_exit_code
+from scheduler.config.logging import configure_logging, write_line
+from scheduler.simulate import progress
+from scheduler.simulate.progress import Progress, reporting
+from scheduler.simulate.report import left_to_other_schedulers, pending_exit_code
+from scheduler.simulate.simulation import run_simulation, to_json, to_table
 
 
 class FakeClock:
@@ -365,7 +365,7 @@ def test_a_bar_on_the_terminal_is_erased_before_a_log_line(
 CHILD = """
 import sys
 sys.setswitchinterval(1e-6)  # thread switches everywhere: the ticker writes between any two writes
-from scheduler import progress
+from scheduler.simulate import progress
 progress.MIN_DURATION = 0.0  # progress from the start, a line every 0.5 ms: as a run of hours would print
 progress.LINE_INTERVAL = 0.0005
 from scheduler.cli import main
@@ -405,7 +405,7 @@ def test_the_result_is_never_formatted_on_the_way_out(tmp_path: Path, monkeypatc
     """asyncio.run's SIGINT restore reads the old handler (a partial holding the main task) as a signal enum and
     formats it with repr when that fails: a result returned by the main task would be printed into a string, all
     of its pods (1.2 s on the trace replay). run_simulation hands the result out through a box instead."""
-    import scheduler.simulate as sim
+    import scheduler.simulate.simulation as sim
 
     formatted: list[int] = []
 

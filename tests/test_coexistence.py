@@ -1,4 +1,4 @@
-"""Running next to kube-scheduler (scheduler/coexistence.py, issue #13 item 4): the double-allocation detector
+"""Running next to kube-scheduler (scheduler/cache/coexistence.py, issue #13 item 4): the double-allocation detector
 (an Event ``DeviceAllocatedTwice`` on each claim and the metrics, once per conflict), its hook in the
 scheduler's cache events, and the device partition (DynamicResources args ``nodeSelector``), validated with
 field paths like upstream's plugin args (v1.37.2 ``pkg/scheduler/apis/config/validation/validation_pluginargs.go``).
@@ -15,20 +15,20 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache import Cache
-from scheduler.coexistence import (
+from scheduler.api.model import claim_from
+from scheduler.cache.cache import Cache
+from scheduler.cache.coexistence import (
     EVENT_REASON,
     PARTITION_MESSAGE,
     DoubleAllocationDetector,
     find_double_allocations,
 )
-from scheduler.config import ConfigError, default_config, parse_config
-from scheduler.memapi import InMemoryAPI
-from scheduler.metrics import SchedulerMetrics
-from scheduler.model import claim_from
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import simulate
+from scheduler.config.schedulerconfig import ConfigError, default_config, parse_config
+from scheduler.kube.metrics import SchedulerMetrics
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import simulate
 
 Raw = dict[str, Any]
 DRIVER = "gpu.example.com"

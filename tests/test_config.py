@@ -16,18 +16,17 @@ from plugins.nodeunschedulable import SPEC as NODE_UNSCHEDULABLE
 from plugins.queuesort import SPEC as PRIORITY_SORT
 from plugins.schedulinggates import SPEC as SCHEDULING_GATES
 from plugins.tainttoleration import SPEC as TAINT_TOLERATION
-from scheduler.checkconfig import check_config
-from scheduler.config import (
+from scheduler.config.checkconfig import check_config
+from scheduler.config.registry import PluginRef, PluginSpec, no_args
+from scheduler.config.schedulerconfig import (
     DEFAULT_PLUGINS,
     DEFAULT_SCHEDULER_NAME,
     ConfigError,
-    PluginRef,
     default_plugins,
     load_config_file,
     load_config_text,
     parse_config,
 )
-from scheduler.framework.registry import PluginSpec, no_args
 
 
 def _stub(name: str, *points: str) -> PluginSpec:
@@ -564,7 +563,7 @@ def test_check_config_exit_codes(tmp_path: Path) -> None:
 def test_default_registry_is_used_when_none_given() -> None:
     pytest.importorskip("plugins.dra.plugin")
     try:
-        from scheduler.framework.registry import default_registry
+        from scheduler.config.registry import default_registry
 
         default_registry()
     except ImportError as e:  # another plugin still being written

@@ -34,15 +34,15 @@ from plugins.dra.taintrules import (
     rules_of,
     untolerated_taint,
 )
-from scheduler.cache import Cache, build_slice_index
-from scheduler.config import default_config
-from scheduler.devicetaintrules import DeviceTaintSelector, rule_from
-from scheduler.ledger import DeviceLedger
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import ModelError, Taint, claim_spec_from, class_from, node_from, slice_from
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import load_objects, simulate
+from scheduler.api.devicetaintrules import DeviceTaintSelector, rule_from
+from scheduler.api.model import ModelError, Taint, claim_spec_from, class_from, node_from, slice_from
+from scheduler.cache.cache import Cache, build_slice_index
+from scheduler.cache.ledger import DeviceLedger
+from scheduler.config.schedulerconfig import default_config
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import load_objects, simulate
 from tests.dra_fixtures import (
     CLASS_A,
     DEV0,
@@ -636,11 +636,11 @@ def test_a_status_update_of_a_rule_keeps_the_caches() -> None:
 
 
 def test_cache_and_simulate_know_the_kind() -> None:
+    from scheduler.api.objects import OBJECT_KINDS
     from scheduler.kube.resources import resource_for
-    from scheduler.memapi import CLUSTER_SCOPED
-    from scheduler.objects import OBJECT_KINDS
-    from scheduler.run import ALWAYS
-    from scheduler.simulate import KINDS, ORDER
+    from scheduler.kube.run import ALWAYS
+    from scheduler.simulate.memapi import CLUSTER_SCOPED
+    from scheduler.simulate.simulation import KINDS, ORDER
     from tests.fake_apiserver import KINDS as FAKE_KINDS
 
     r = resource_for("DeviceTaintRule")

@@ -38,7 +38,7 @@ import pytest
 
 from plugins.dra.allocator import AllocationError, Allocator, ClaimInput, Features, gather_pools
 from plugins.dra.cel import COST_LIMIT, CELError, SelectorCache, available_engines, device_input, get_engine
-from scheduler.model import claim_spec_from, class_from, device_from, node_from, slice_from
+from scheduler.api.model import claim_spec_from, class_from, device_from, node_from, slice_from
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = int(os.environ.get("DRA_DIFF_SEED", "1337"))
@@ -152,7 +152,7 @@ def test_cel_agrees_with_cel_go(engine: str) -> None:
 def _ours_alloc(case: dict[str, Any]) -> tuple[str, Any]:
     from dra_fixtures import make_ledger
 
-    from scheduler.cache import build_slice_index
+    from scheduler.cache.cache import build_slice_index
 
     node = node_from(case["node"])
     slices = {f"{i:04d}": slice_from(s) for i, s in enumerate(case["slices"])}

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import POINTS, default_plugins
-from scheduler.configref import NO_DEFAULT, plugin_args, render
-from scheduler.framework.registry import default_registry
+from scheduler.config.configref import NO_DEFAULT, plugin_args, render
+from scheduler.config.registry import default_registry
+from scheduler.config.schedulerconfig import POINTS, default_plugins
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "docs" / "configuration.md"
-REGENERATE = "regenerate it: .venv/bin/python -m scheduler.configref > docs/configuration.md"
+REGENERATE = "regenerate it: .venv/bin/python -m scheduler.config.configref > docs/configuration.md"
 
 
 # --- docs/configuration.md ---------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ def test_configuration_reference_is_the_generators_output() -> None:
 
 
 def test_reference_generator_runs_as_a_module() -> None:
-    proc = subprocess.run([sys.executable, "-m", "scheduler.configref"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "scheduler.config.configref"], capture_output=True, text=True,
                           cwd=REPO, check=True, timeout=120)
     assert proc.stdout == render()
 

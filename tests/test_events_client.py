@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.kube.client import KubeConnection, LiveAPI, TokenBucket
 from scheduler.kube.events import EventRecorder
-from scheduler.metrics import SchedulerMetrics
+from scheduler.kube.metrics import SchedulerMetrics
 from tests.fake_apiserver import FakeAPIServer, eventually
 
 

@@ -27,13 +27,13 @@ from plugins.dra.extended import (
     should_delegate,
 )
 from plugins.noderesources import NodeResourcesFit
-from scheduler.api import ApiError
-from scheduler.cache import Cache
+from scheduler.api.clusterapi import ApiError
+from scheduler.api.model import claim_from, class_from, node_from, pod_from, slice_from
+from scheduler.cache.cache import Cache
+from scheduler.cache.ledger import DeviceLedger
 from scheduler.framework.interface import Code, CycleState
-from scheduler.ledger import DeviceLedger
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import claim_from, class_from, node_from, pod_from, slice_from
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import SimulationResult, simulate
 
 GPU = "example.com/gpu"
 CLASS = "gpu.example.com"
@@ -355,7 +355,7 @@ class _Snap:
 
 
 def _fit_filter(pod_raw: dict[str, Any], node_raw: dict[str, Any], classes: Sequence[dict[str, Any]]) -> Any:
-    from scheduler.cache import _node_info
+    from scheduler.cache.cache import _node_info
 
     p = NodeResourcesFit()
     cs = CycleState(_Snap(classes))  # type: ignore[arg-type]
@@ -404,7 +404,7 @@ def test_fit_checks_a_natively_advertised_resource_as_an_ordinary_one() -> None:
 
 def test_fit_least_allocated_scores_dra_backed_resources_by_devices() -> None:
     """fit_test.go "LeastAllocated with Extended resources": 3 devices -> 66, 2 devices -> 50."""
-    from scheduler.cache import _node_info
+    from scheduler.cache.cache import _node_info
 
     snap = _Snap(
         [device_class("device-class-name", ext=DRA_RES)],
@@ -703,9 +703,9 @@ class _FailingAPI(InMemoryAPI):
 
 
 async def _schedule_with(api: InMemoryAPI, objs: Sequence[dict[str, Any]]) -> tuple[InMemoryAPI, Any]:
-    from scheduler.config import default_config
-    from scheduler.queue import FakeClock
-    from scheduler.scheduler import Scheduler
+    from scheduler.config.schedulerconfig import default_config
+    from scheduler.loop.queue import FakeClock
+    from scheduler.loop.scheduler import Scheduler
 
     cache = Cache()
     api.watchers.append(cache.apply)

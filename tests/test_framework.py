@@ -7,13 +7,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from scheduler.cache import NodeInfo, Snapshot, _node_info
-from scheduler.config import PluginRef, Profile
+from scheduler.api.model import Pod, node_from, pod_from
+from scheduler.cache.cache import NodeInfo, Snapshot, _node_info
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile
+from scheduler.framework.helpers import fit_error
 from scheduler.framework.interface import Code, CycleState, NodeScore, QueuedPodInfo, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.framework.runtime import Framework, FrameworkError
-from scheduler.model import Pod, node_from, pod_from
-from scheduler.scheduler import fit_error, num_feasible_nodes_to_find
+from scheduler.framework.runtime import Framework
+from scheduler.framework.scoring import FrameworkError
+from scheduler.loop.scheduler import num_feasible_nodes_to_find
 
 
 class Sorter:

@@ -1,5 +1,6 @@
-"""Hostile input at the edge: bounded YAML (scheduler/yamlload.py), API-server-like validation of loaded objects
-(scheduler/inputcheck.py), ``check-config`` (scheduler/config.py), with named cases and a seeded fuzz of
+"""Hostile input at the edge: bounded YAML (scheduler/api/yamlload.py), API-server-like validation of loaded objects
+(scheduler/api/inputcheck.py), ``check-config`` (scheduler/config/schedulerconfig.py), with named cases and a
+seeded fuzz of
 ``check-config`` (DRA_FUZZ_CONFIG_CASES, default 400)."""
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.checkconfig import check_config
-from scheduler.config import ConfigError, config_from_document, load_config_text
-from scheduler.inputcheck import check_object
-from scheduler.simulate import InputError, load_objects, run_simulation
-from scheduler.yamlload import MAX_DEPTH, YAMLLoadError, load_documents
+from scheduler.api.inputcheck import check_object
+from scheduler.api.yamlload import MAX_DEPTH, YAMLLoadError, load_documents
+from scheduler.config.checkconfig import check_config
+from scheduler.config.schedulerconfig import ConfigError, config_from_document, load_config_text
+from scheduler.simulate.simulation import InputError, load_objects, run_simulation
 
 # --- YAML ------------------------------------------------------------------------------------------------------
 
@@ -419,9 +420,9 @@ def test_pod_waiting_for_a_missing_claim_says_why(tmp_path: Path) -> None:
 
 
 def test_apischema_is_generated_from_the_1_37_2_openapi_documents() -> None:
-    """scheduler/apischema.json is what scheduler/apischema_gen.py makes of k8s.io/kubernetes@v1.37.2's
+    """scheduler/api/apischema.json is what scheduler/api/apischema_gen.py makes of k8s.io/kubernetes@v1.37.2's
     api/openapi-spec/v3 (in the Go module cache e2e/build.sh fills)."""
-    from scheduler import apischema_gen
+    from scheduler.api import apischema_gen
 
     if not os.path.isdir(apischema_gen.SPEC_DIR):
         pytest.skip(f"{apischema_gen.SPEC_DIR} not downloaded (e2e/build.sh fetches it)")

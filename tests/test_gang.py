@@ -7,14 +7,14 @@ import random
 from typing import Any
 
 from bench.fleet import scale_fleet
-from scheduler.cache import Cache
-from scheduler.claimcontroller import create_pod_claims
-from scheduler.config import default_config
-from scheduler.gang import XK8S_STATUS_FIELDS, podgroup_reason
-from scheduler.memapi import InMemoryAPI
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import simulate
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
+from scheduler.gang.status import XK8S_STATUS_FIELDS, podgroup_reason
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.claimcontroller import create_pod_claims
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import simulate
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
@@ -249,7 +249,7 @@ def test_schedule_timeout_is_reported() -> None:
         [p] = live.api.list("Pod")
         [cond] = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert "scheduleTimeoutSeconds 30 expired" in cond["message"]
-        from scheduler.gang import podgroup_status
+        from scheduler.gang.status import podgroup_status
 
         pg = live.cache.podgroups()["default/g"]
         members = list(live.cache.pods().values())
@@ -268,7 +268,7 @@ def test_member_deleted_after_binding_is_reported() -> None:
         await live.run()
         assert len(live.bound("g")) == 2
         await live.api.delete("Pod", "default", "p1")
-        from scheduler.gang import podgroup_status
+        from scheduler.gang.status import podgroup_status
 
         pg = live.cache.podgroups()["default/g"]
         members = list(live.cache.pods().values())
@@ -362,13 +362,13 @@ def test_failed_claim_write_of_one_member_leaves_no_claim_written() -> None:
     fails after its first claim was allocated. Every allocation written for the group is undone — including
     the failing member's own first claim — and no member is bound (all-or-nothing, nothing half-written)."""
     from bench.fleet import scale_fleet
-    from scheduler.api import ApiError
-    from scheduler.cache import Cache
-    from scheduler.claimcontroller import create_pod_claims
-    from scheduler.config import default_config
-    from scheduler.memapi import InMemoryAPI
-    from scheduler.queue import FakeClock
-    from scheduler.scheduler import Scheduler
+    from scheduler.api.clusterapi import ApiError
+    from scheduler.cache.cache import Cache
+    from scheduler.config.schedulerconfig import default_config
+    from scheduler.loop.queue import FakeClock
+    from scheduler.loop.scheduler import Scheduler
+    from scheduler.simulate.claimcontroller import create_pod_claims
+    from scheduler.simulate.memapi import InMemoryAPI
 
     async def go() -> None:
         api = InMemoryAPI()

@@ -1,6 +1,6 @@
 """The group capacity bound goes through the framework's extension points (scheduler/framework/capacity.py).
 
-The engine (scheduler/gang_capacity.py) bounds how many members of a class fit on a node by the minimum over what
+The engine (scheduler/gang/capacity.py) bounds how many members of a class fit on a node by the minimum over what
 the profile's plugins contribute: ResourceCapacityPlugin (NodeResourcesFit) and DeviceCapacityPlugin
 (DynamicResources). kube-scheduler 1.37.2 has no such pre-check for pod groups (its nearest relative is
 PlacementFeasiblePlugin, pkg/scheduler/framework/interface.go); these tests add a stand-in plugin that contributes
@@ -15,7 +15,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from scheduler.cache import NodeInfo, Snapshot
+from scheduler.api.model import CPU, DeviceClass, Pod, pod_from
+from scheduler.cache.cache import NodeInfo, Snapshot
 from scheduler.framework.capacity import (
     EXACT,
     UNBOUNDED,
@@ -24,8 +25,7 @@ from scheduler.framework.capacity import (
     ResourceCapacityPlugin,
 )
 from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.gang_capacity import CapacityModel, ClassRoom, MemberClass, device_demands, shortage
-from scheduler.model import CPU, DeviceClass, Pod, pod_from
+from scheduler.gang.capacity import CapacityModel, ClassRoom, MemberClass, device_demands, shortage
 from tests.test_gang import GROUP_LABEL, Live, podgroup
 
 PROFILE = "dra-scheduler"

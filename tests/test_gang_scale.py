@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-import scheduler.gang as gang
+import scheduler.gang.state as gang
 from bench.fleet import BLOCK_LABEL, RACK_LABEL, scale_fleet
-from scheduler.claimcontroller import create_pod_claims
-from scheduler.gang_pack import FRAGMENTS, Slot, domains_spanned, pack
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.gang.pack import FRAGMENTS, Slot, domains_spanned, pack
+from scheduler.simulate.claimcontroller import create_pod_claims
+from scheduler.simulate.simulation import SimulationResult, simulate
 from tests.test_gang import GROUP_LABEL, Live, _by_kind, _devices, pod, podgroup, template
 from tests.test_topology import used
 

@@ -1,6 +1,6 @@
 """The group cycle's framework extension points (scheduler/framework/interface.py; issue #11 item 3).
 
-The gang cycle (scheduler/gang.py) names no plugin: it reaches them through PodGroupPostFilter (upstream
+The gang cycle (scheduler/gang/cycle.py) names no plugin: it reaches them through PodGroupPostFilter (upstream
 kubernetes v1.37.2 ``PodGroupPostFilterPlugin``), PlacementGenerate (upstream ``PlacementGeneratePlugin``),
 GroupMemberScore, JointAllocation and BindingNote, found with ``isinstance`` over the profile's plugins. Each test
 puts a tiny fake plugin implementing one point into a custom registry and profile and shows that the outcome
@@ -18,8 +18,11 @@ from typing import Any, ClassVar
 from plugins.defaultpreemption.plugin import DefaultPreemption
 from plugins.dra.plugin import DynamicResources
 from plugins.topology.plugin import GpuTopology
-from scheduler.cache import Cache, NodeInfo
-from scheduler.config import PluginRef, SchedulerConfig, default_config
+from scheduler.api.model import Pod, PodGroup
+from scheduler.cache.cache import Cache, NodeInfo
+from scheduler.cache.ledger import DeviceLedger
+from scheduler.config.registry import PluginRef, PluginSpec, default_registry
+from scheduler.config.schedulerconfig import SchedulerConfig, default_config
 from scheduler.framework.domains import Attempt, Level, Plan
 from scheduler.framework.interface import (
     GROUP_PENDING_KEY,
@@ -38,12 +41,9 @@ from scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
-from scheduler.framework.registry import PluginSpec, default_registry
-from scheduler.ledger import DeviceLedger
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import Pod, PodGroup
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 RACK = "example.com/rack"

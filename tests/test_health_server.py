@@ -1,4 +1,4 @@
-"""scheduler.health: the /healthz, /readyz and /metrics server (asyncio + httptools), on the wire.
+"""scheduler.kube.health: the /healthz, /readyz and /metrics server (asyncio + httptools), on the wire.
 
 What the kubelet's probes and Prometheus need (``GET``, keep-alive, ``Content-Length``), and what a server on a
 pod port must do with anything else: 404 for other paths, 405 for other methods, 400 for what does not parse,
@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from scheduler import health
-from scheduler.health import HealthServer
-from scheduler.metrics import CONTENT_TYPE_LATEST, SchedulerMetrics
+from scheduler.kube import health
+from scheduler.kube.health import HealthServer
+from scheduler.kube.metrics import CONTENT_TYPE_LATEST, SchedulerMetrics
 
 EVENT_LOOPS = ("asyncio", "uvloop")  # tests/conftest.py runs every test here on both
 

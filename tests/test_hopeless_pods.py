@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scheduler.framework import runtime
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 
 def _objs(nodes: int, pods: int) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ RecursionError in GpuTopology; a quantity with 5,000 digits made Python's intege
 ``inf.Dec``, rounded up to a multiple of 1n, BinarySI values capped at 2^63-1; ``MilliValue()`` of a value past
 int64 is not meaningful (it is the low 64 bits of a big integer). We keep Go's value where it can matter (tiny
 fractions round up to 1n, BinarySI caps) and refuse, with a message, values of more than 10^4096 (see
-``scheduler.quantity``); ``simulate``'s input check refuses every quantity past the int64 range of milli-units.
+``scheduler.api.quantity``); ``simulate``'s input check refuses every quantity past the int64 range of milli-units.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.inputcheck import check_object, drop_nulls
-from scheduler.labelselector import selector_from
-from scheduler.model import ModelError, node_from, pod_from, pod_resource_errors, slice_from
-from scheduler.quantity import MAX_EXPONENT, QuantityError, parse_quantity
-from scheduler.semver import SemverError
-from scheduler.semver import parse as parse_semver
-from scheduler.simulate import load_objects, run_simulation
+from scheduler.api.inputcheck import check_object, drop_nulls
+from scheduler.api.labelselector import selector_from
+from scheduler.api.model import ModelError, node_from, pod_from, pod_resource_errors, slice_from
+from scheduler.api.quantity import MAX_EXPONENT, QuantityError, parse_quantity
+from scheduler.api.semver import SemverError
+from scheduler.api.semver import parse as parse_semver
+from scheduler.simulate.simulation import load_objects, run_simulation
 
 BIG = "1" + "0" * 5000  # 5,001 digits: past Python's 4,300-digit int(str) limit
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
@@ -183,7 +183,7 @@ def test_null_request_is_an_explicit_zero_not_defaulted_from_the_limit(tmp_path:
 
 
 def test_model_reads_null_string_map_values_as_empty() -> None:
-    """The live path (informers -> scheduler.model) uses the same rule as the API server's decoding."""
+    """The live path (informers -> scheduler.api.model) uses the same rule as the API server's decoding."""
     pod = pod_from(_pod("p", nodeSelector={"zone": None}) | {"metadata": {"name": "p", "labels": {"a": None}}})
     assert pod.node_selector == {"zone": ""}
     assert pod.meta.labels == {"a": ""}
@@ -305,7 +305,7 @@ def test_huge_quantities_refuse_their_object_and_the_run_goes_on(tmp_path: Path)
 
 
 def test_huge_quantities_in_the_live_conversion_are_clean_model_errors() -> None:
-    """The informers' conversion (scheduler.model): a node or slice with such a value is a ModelError (the
+    """The informers' conversion (scheduler.api.model): a node or slice with such a value is a ModelError (the
     object is rejected and logged), a pod's request is one of its resource errors (unschedulable, named)."""
     node = _node("n")
     node["status"]["allocatable"]["cpu"] = BIG
@@ -322,7 +322,7 @@ def test_huge_quantities_in_the_live_conversion_are_clean_model_errors() -> None
     assert "out of the supported range" in errs[0] and len(errs[0]) < 300
 
     # through the informers' cache: the objects are rejected and named, the healthy ones are there
-    from scheduler.cache import Cache
+    from scheduler.cache.cache import Cache
 
     cache = Cache()
     cache.apply("Node", "ADDED", node)

@@ -22,8 +22,10 @@ from plugins.imagelocality import (
     normalized_image_name,
     pod_images,
 )
-from scheduler.cache import Cache, Snapshot
-from scheduler.config import PluginRef, Profile
+from scheduler.api.model import Pod, pod_from
+from scheduler.cache.cache import Cache, Snapshot
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
@@ -36,10 +38,8 @@ from scheduler.framework.interface import (
     SignPlugin,
     Status,
 )
-from scheduler.framework.registry import PluginSpec
 from scheduler.framework.runtime import Framework
-from scheduler.model import Pod, pod_from
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 Images = Sequence[tuple[Sequence[str], int]]  # (names, size in MiB)
 

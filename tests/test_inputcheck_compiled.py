@@ -1,4 +1,4 @@
-"""The compiled type check of scheduler/inputcheck.py agrees with the walk that names errors (issue 16, item 1).
+"""The compiled type check of scheduler/api/inputcheck.py agrees with the walk that names errors (issue 16, item 1).
 
 ``check_object`` first runs a predicate compiled from the 1.37.2 OpenAPI schema codes (``_valid``) and walks the
 object with messages (``_check_type``) only when the predicate says no. The two must agree exactly: an object
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from scheduler import inputcheck
-from scheduler.inputcheck import _check_slice, _check_type, _schema, _valid, check_object
+from scheduler.api import inputcheck
+from scheduler.api.inputcheck import _check_slice, _check_type, _schema, _valid, check_object
 from tests.fuzzlib import _paths, _set, base_objects
 
 VALUES: list[Any] = [

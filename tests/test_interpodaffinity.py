@@ -30,8 +30,10 @@ from plugins.interpodaffinity.filtering import (
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH as EXISTING,
 )
 from plugins.interpodaffinity.filtering import incoming_counts
-from scheduler.cache import Cache, Snapshot
-from scheduler.config import load_config_text
+from scheduler.api.model import Pod, pod_from
+from scheduler.api.podaffinity import NAMESPACE_NAME_LABEL, merge_label_keys, namespace_labels, pod_affinity
+from scheduler.cache.cache import Cache, Snapshot
+from scheduler.config.schedulerconfig import load_config_text
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -45,9 +47,7 @@ from scheduler.framework.interface import (
     SignPlugin,
     Status,
 )
-from scheduler.model import Pod, pod_from
-from scheduler.podaffinity import NAMESPACE_NAME_LABEL, merge_label_keys, namespace_labels, pod_affinity
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

@@ -1,4 +1,4 @@
-"""The JSON nesting pre-check of scheduler/yamlload.py (issue 16, item 1: reading a 5,000-node file).
+"""The JSON nesting pre-check of scheduler/api/yamlload.py (issue 16, item 1: reading a 5,000-node file).
 
 A JSON input nested ``MAX_DEPTH`` levels or more is refused before ``json.loads`` (which would recurse, and
 which the YAML readers' depth limit must agree with). The check keeps only the brackets outside strings, with
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from scheduler.yamlload import MAX_DEPTH, _json_shape, _load_json, _nesting_below, load_documents
+from scheduler.api.yamlload import MAX_DEPTH, _json_shape, _load_json, _nesting_below, load_documents
 
 
 def _json_brackets(text: str) -> bytes:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.simulate import run_simulation, to_json
-from scheduler.simulate_report import dumps_indented
+from scheduler.simulate.report import dumps_indented
+from scheduler.simulate.simulation import run_simulation, to_json
 
 EXAMPLES = "manifests/examples"
 

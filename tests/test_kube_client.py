@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api import ApiError, Conflict, Invalid, NotFound
+from scheduler.api.clusterapi import ApiError, Conflict, Invalid, NotFound
 from scheduler.kube.client import KubeConnection, LiveAPI, TokenBucket, Unreachable, error_for
 from scheduler.kube.resources import PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA, PODGROUP_X
 from tests.fake_apiserver import FakeAPIServer

@@ -507,7 +507,7 @@ def self_signed(tmp_path: Any) -> ssl.SSLContext:
 async def test_untrusted_server_certificate_is_connect_failed_and_probe_gives_up(self_signed: ssl.SSLContext) -> None:
     """A certificate that fails verification is reported as such (ConnectFailed.certificate), and the start-up
     probe raises instead of waiting: waiting does not change a certificate."""
-    from scheduler.api import ApiError
+    from scheduler.api.clusterapi import ApiError
     from scheduler.kube.client import KubeConnection
 
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0, ssl=self_signed)

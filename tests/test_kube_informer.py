@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache import Cache
+from scheduler.cache.cache import Cache
 from scheduler.kube.client import KubeConnection
 from scheduler.kube.informer import Informer, InformerSet, cache_lookup
 from scheduler.kube.resources import NODE, POD, RESOURCE_CLAIM
@@ -344,9 +344,9 @@ async def test_pods_applied_last_are_not_gated_by_claims_listed_later(
 ) -> None:
     """Pods whose claims exist go straight to the active queue at start-up: PreEnqueue runs once per pod, not
     again for every node and claim applied after the pods (the start-up cost this ordering removes)."""
-    from scheduler.config import default_config
-    from scheduler.memapi import InMemoryAPI
-    from scheduler.scheduler import Scheduler
+    from scheduler.config.schedulerconfig import default_config
+    from scheduler.loop.scheduler import Scheduler
+    from scheduler.simulate.memapi import InMemoryAPI
 
     for i in range(4):
         server.add("Node", {"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}})
@@ -511,7 +511,7 @@ async def test_pod_pages_wait_for_the_other_kinds_even_when_they_arrive_first() 
 async def test_an_expired_continue_token_during_the_first_list_reconciles_what_was_applied() -> None:
     """The first attempt's pages are applied; its continue token expires (410) and the list starts again: the
     complete new list is reconciled, so an object deleted in between does not stay in the cache."""
-    from scheduler.api import ApiError
+    from scheduler.api.clusterapi import ApiError
 
     conn = ScriptedConn({"/api/v1/pods": [
         ([versioned(pod("gone"), 10), versioned(pod("kept"), 11)], "c1"),
@@ -536,7 +536,7 @@ async def test_an_expired_continue_token_during_the_first_list_reconciles_what_w
 
 async def test_a_first_list_failing_after_some_pages_is_reconciled_on_retry() -> None:
     """An error after some pages were applied: the retry is reconciled against them (not applied on top)."""
-    from scheduler.api import ApiError
+    from scheduler.api.clusterapi import ApiError
 
     conn = ScriptedConn({"/api/v1/pods": [
         ([versioned(pod("gone"), 10)], "c1"),

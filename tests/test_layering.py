@@ -1,7 +1,7 @@
 """The direction of dependencies: nothing under scheduler/ imports plugins/ (ARCHITECTURE.md §2, issue #11).
 
 The engine reaches plugins only through the framework's extension points and the registry entry points
-(``scheduler.framework.registry``); plugins import the engine freely. Two checks:
+(``scheduler.config.registry``); plugins import the engine freely. Two checks:
 
 * dynamic: a fresh interpreter imports every module of the ``scheduler`` package and finds no ``plugins``
   module loaded afterwards (an import inside a function that runs at import time counts too);
@@ -28,9 +28,8 @@ from typing import Any
 import pytest
 
 from scheduler.cli import main as cli_main
-from scheduler.config import default_plugins, parse_config
-from scheduler.framework import registry as registry_mod
-from scheduler.framework.registry import (
+from scheduler.config import registry as registry_mod
+from scheduler.config.registry import (
     ENTRY_POINT_GROUP,
     IN_TREE,
     PluginSpec,
@@ -40,6 +39,7 @@ from scheduler.framework.registry import (
     default_registry,
     no_args,
 )
+from scheduler.config.schedulerconfig import default_plugins, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / "scheduler"
@@ -175,7 +175,7 @@ def test_the_in_tree_registry_is_an_installed_entry_point() -> None:
 
     assert list(default_registry()) == list(in_tree.in_tree_registry())
     assert default_profile() is in_tree.DEFAULT_PLUGINS
-    from scheduler import config
+    from scheduler.config import schedulerconfig as config
 
     assert config.DEFAULT_PLUGINS is in_tree.DEFAULT_PLUGINS
 
@@ -199,7 +199,7 @@ def test_a_plugin_registered_twice_is_an_error(entry_points: list[metadata.Entry
 
 def test_an_entry_point_must_give_a_registry(entry_points: list[metadata.EntryPoint]) -> None:
     entry_points.append(_ep("bad", "tests.test_layering:_OutOfTree"))
-    with pytest.raises(RegistryError, match=r"must be a scheduler\.framework\.registry\.Registry"):
+    with pytest.raises(RegistryError, match=r"must be a scheduler\.config\.registry\.Registry"):
         default_registry()
 
 
@@ -212,3 +212,168 @@ def test_no_installed_registry_says_how_to_install(
     assert cli_main(["check-config", str(ROOT / "manifests" / "configmap.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dra-scheduler: no plugin registry found") and "pip install -e ." in err
+
+
+# --- rooms and circles (issue 26) ----------------------------------------------------------------------------
+#
+# The rule: every import statement of a module is an edge to the module it names, wherever it stands (module
+# level, inside a function, under ``if TYPE_CHECKING``): a lazy or type-only import still says that one module
+# needs the other, and hiding it in a function does not break a circle. ``from pkg import name`` is an edge to
+# ``pkg.name`` when that is a module, else to ``pkg``. Two checks over scheduler/ and plugins/:
+#
+# * rooms: a module imports only modules of its own room or of a room below it (ROOMS); plugins/ imports only the
+#   rooms PLUGINS_MAY_IMPORT. docs/architecture.md draws the same order.
+# * circles: the import graph has no strongly connected component of more than one module.
+#
+# KNOWN_UPWARD and KNOWN_CIRCLES are the debt left when issue 26 was worked on: the tests fail when a new one
+# appears and when a listed one is gone (then remove it from the list).
+
+ROOMS = {"api": 0, "config": 1, "cache": 2, "framework": 3, "gang": 4, "loop": 5, "simulate": 6, "kube": 6, "cli": 7}
+PLUGINS_MAY_IMPORT = frozenset({"api", "config", "cache", "framework"})
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
+    {
+        frozenset({"plugins.dra.cel", "plugins.dra.cel_cost", "plugins.dra.cel_ext", "plugins.dra.cel_format"}),
+        frozenset({"plugins.dra.capacity", "plugins.dra.plugin"}),
+        frozenset({"plugins.defaultpreemption.group", "plugins.defaultpreemption.plugin"}),
+    }
+)
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for top in ("scheduler", "plugins"):
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of scheduler/ and plugins/ it imports (every import statement, see above)."""
+    mods = _modules(root)
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    pkg = pkg[: len(pkg) - node.level + 1]
+                    base = ".".join([*pkg, *([node.module] if node.module else [])])
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != mod:
+                    graph[mod].add(t)
+    return graph
+
+
+def room_of(mod: str) -> str:
+    """``scheduler.<room>.…`` -> room; the package's own modules (cli.py, __main__.py) are the ``cli`` room."""
+    if mod == "plugins" or mod.startswith("plugins."):
+        return "plugins"
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ROOMS) else "cli"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    found = set()
+    for a, targets in graph.items():
+        for b in targets:
+            ra, rb = room_of(a), room_of(b)
+            if ra == rb:
+                continue
+            if ra == "plugins":
+                ok = rb in PLUGINS_MAY_IMPORT
+            else:
+                ok = rb != "plugins" and ROOMS[rb] < ROOMS[ra]
+            if not ok:
+                found.add((a, b))
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = set()
+                while True:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    comp.add(m)
+                    if m == node:
+                        break
+                if len(comp) > 1:
+                    found.add(frozenset(comp))
+    return found
+
+
+def test_every_engine_module_is_in_a_room() -> None:
+    loose = [m for m in _modules(ROOT) if m.startswith("scheduler.") and room_of(m) == "cli"]
+    assert sorted(loose) == ["scheduler.__main__", "scheduler.cli"], "a module of scheduler/ outside the rooms"
+
+
+def test_rooms_import_only_downwards() -> None:
+    found = upward_imports(import_graph())
+    assert found - KNOWN_UPWARD == set(), "imports up the rooms (docs/architecture.md)"
+    assert KNOWN_UPWARD - found == set(), "gone: remove them from KNOWN_UPWARD"
+
+
+def test_no_import_circles() -> None:
+    found = circles(import_graph())
+    assert found - KNOWN_CIRCLES == set(), "import circles (every import statement is an edge)"
+    assert KNOWN_CIRCLES - found == set(), "gone: remove them from KNOWN_CIRCLES"
+
+
+def test_the_checks_see_a_circle_through_a_function_and_an_upward_import(tmp_path: Path) -> None:
+    files = {
+        "scheduler/__init__.py": "",
+        "scheduler/api/__init__.py": "",
+        "scheduler/api/a.py": "def f():\n    from scheduler.loop import b\n",
+        "scheduler/loop/__init__.py": "",
+        "scheduler/loop/b.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from scheduler.api.a import f\n"
+        ),
+        "plugins/__init__.py": "",
+        "plugins/p.py": "from scheduler.loop import b\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path)
+    assert circles(graph) == {frozenset({"scheduler.api.a", "scheduler.loop.b"})}
+    assert upward_imports(graph) == {("scheduler.api.a", "scheduler.loop.b"), ("plugins.p", "scheduler.loop.b")}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler.ledger import DeviceLedger
-from scheduler.model import DeviceResult
+from scheduler.api.model import DeviceResult
+from scheduler.cache.ledger import DeviceLedger
 
 
 def res(dev: str, pool: str = "node-1", share: str = "", admin: bool = False) -> DeviceResult:

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from scheduler import model
-from scheduler.cache import Cache
-from scheduler.semver import parse as parse_semver
+from scheduler.api import model
+from scheduler.api.semver import parse as parse_semver
+from scheduler.cache.cache import Cache
 
 
 def _general(raw: Any) -> Any:
@@ -68,7 +68,7 @@ def test_node_order_is_sorted_after_adds_and_deletes() -> None:
 
 
 def test_loading_nodes_sorts_once_not_per_add(monkeypatch: pytest.MonkeyPatch) -> None:
-    import scheduler.cache as cache_mod
+    import scheduler.cache.cache as cache_mod
 
     sorted_sizes: list[int] = []
     real_sorted = sorted
@@ -96,7 +96,7 @@ def test_simulate_collects_nothing_while_loading_and_restores_the_collector() ->
     import gc
 
     from bench.fleet import scale_fleet
-    from scheduler import simulate as sim
+    from scheduler.simulate import simulation as sim
 
     collections: list[int] = []
     loading = [True]

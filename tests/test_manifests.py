@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.config import load_config_text
+from scheduler.config.schedulerconfig import load_config_text
 
 ROOT = "manifests"
 

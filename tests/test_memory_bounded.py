@@ -24,13 +24,13 @@ import pytest
 from bench.fleet import scale_fleet
 from e2e.fleet import claim_template, gpu_pod  # the live suites' pod and template builders
 from plugins.fragmentation import plugin as fragmentation_plugin
-from scheduler.cache import Cache
-from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, release_claims
-from scheduler.config import default_config
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
 from scheduler.framework import batch, runtime
-from scheduler.memapi import InMemoryAPI
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.claimcontroller import DeletionRecorder, create_pod_claims, release_claims
+from scheduler.simulate.memapi import InMemoryAPI
 
 Obj = dict[str, Any]
 NS = "churn"
@@ -196,8 +196,8 @@ def test_deleted_pods_and_old_node_versions_are_not_kept_alive_by_the_memos() ->
     Framework.owners until it is bound or deleted (Scheduler._forget_pod)."""
     import gc
 
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
     async def go() -> tuple[int, int, int, int]:
         churn = Churn()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import aiohttp
 
-from scheduler.cache import Cache
-from scheduler.config import default_config
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
 from scheduler.framework.interface import Code
-from scheduler.health import HealthServer
-from scheduler.memapi import InMemoryAPI
-from scheduler.metrics import SchedulerMetrics
-from scheduler.scheduler import Scheduler
+from scheduler.kube.health import HealthServer
+from scheduler.kube.metrics import SchedulerMetrics
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
 
 
 def test_names_and_labels() -> None:
@@ -99,7 +99,7 @@ async def test_plugin_durations_are_sampled_in_one_cycle_of_ten() -> None:
     point durations (framework_extension_point_duration_seconds) stay on every cycle."""
     import re
 
-    from scheduler.scheduler import PLUGIN_METRICS_SAMPLE
+    from scheduler.loop.scheduler import PLUGIN_METRICS_SAMPLE
     from tests.test_binder import _drain, _prepare, _setup
 
     api, _cache, sched, clock = _setup(pods=25, nodes=4, gpus=8)

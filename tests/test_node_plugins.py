@@ -26,7 +26,8 @@ from plugins.schedulinggates import SPEC as GATES_SPEC
 from plugins.schedulinggates import SchedulingGates
 from plugins.tainttoleration import SPEC as TAINT_SPEC
 from plugins.tainttoleration import TaintToleration
-from scheduler.cache import NodeInfo, _node_info
+from scheduler.api.model import Node, Pod, node_from, pod_from
+from scheduler.cache.cache import NodeInfo, _node_info
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     Code,
@@ -43,7 +44,6 @@ from scheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
-from scheduler.model import Node, Pod, node_from, pod_from
 
 GI = 1024**3
 MI = 1024**2
@@ -740,7 +740,7 @@ def test_a_negative_request_never_adds_capacity() -> None:
 def test_simulate_reports_a_negative_request_with_its_field() -> None:
     import asyncio
 
-    from scheduler.simulate import simulate
+    from scheduler.simulate.simulation import simulate
 
     node_raw = {
         "apiVersion": "v1",
@@ -804,7 +804,7 @@ def test_in_place_resize_counts_the_largest_of_spec_allocated_and_actuated() -> 
 def test_non_zero_requests_default_each_container() -> None:
     """PodInfo.CalculateResource: 100m / 200Mi for every container without a request (an explicit 0
     stays 0); with pod-level requests only a resource nobody requests gets the default."""
-    from scheduler.model import pod_non_zero_requests
+    from scheduler.api.model import pod_non_zero_requests
 
     two = make_pod(containers=[container("a", cpu="1"), container("b")])
     assert pod_non_zero_requests(two) == (1100, 2 * 200 * MI)
@@ -1123,7 +1123,7 @@ def test_default_node_plugins_in_the_runtime() -> None:
     """The node plugins of the default profile, run by the runtime: PreFilter result, Filter short-circuit
     with the plugin's name, weighted normalised scores (TaintToleration 3, NodeAffinity 2, Fit 1)."""
     from plugins.defaultbinder import SPEC as BINDER_SPEC
-    from scheduler.config import parse_config
+    from scheduler.config.schedulerconfig import parse_config
     from scheduler.framework.runtime import Framework
 
     registry = {s.name: s for s in [*ALL_SPECS, BINDER_SPEC]}

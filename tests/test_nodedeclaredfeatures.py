@@ -19,8 +19,10 @@ from plugins.nodedeclaredfeatures import (
     node_declared_features,
     pod_requirements,
 )
-from scheduler.cache import NodeInfo, Snapshot, _node_info
-from scheduler.config import PluginRef, Profile
+from scheduler.api.model import Pod, node_from, pod_from
+from scheduler.cache.cache import NodeInfo, Snapshot, _node_info
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -32,9 +34,7 @@ from scheduler.framework.interface import (
     SignPlugin,
     Status,
 )
-from scheduler.framework.registry import PluginSpec
 from scheduler.framework.runtime import Framework
-from scheduler.model import Pod, node_from, pod_from
 
 RESTART_ALL = "RestartAllContainersOnContainerExits"
 USERNS_HOSTNET = "UserNamespacesHostNetworkSupport"

@@ -19,7 +19,8 @@ from plugins.nodeports import (
     host_ports,
     used_ports,
 )
-from scheduler.cache import NodeInfo, _node_info
+from scheduler.api.model import Node, Pod, node_from, pod_from
+from scheduler.cache.cache import NodeInfo, _node_info
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -30,8 +31,7 @@ from scheduler.framework.interface import (
     SignPlugin,
     Status,
 )
-from scheduler.model import Node, Pod, node_from, pod_from
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 # --- builders ---------------------------------------------------------------------------------------------
 

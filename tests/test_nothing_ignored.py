@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bench.fleet import scale_fleet
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 Obj = dict[str, Any]
 
@@ -185,7 +185,7 @@ def test_priority_class_resolved_as_admission_does() -> None:
     without a class; the built-in system classes; an unknown class is refused like the API server does."""
     import pytest
 
-    from scheduler.simulate import InputError, admit_priorities
+    from scheduler.simulate.simulation import InputError, admit_priorities
 
     objs = [
         _pc("high", 1000, preemptionPolicy="Never"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from bench.fleet import scale_fleet
-from scheduler.gang import XK8S_STATUS_FIELDS
-from scheduler.podgroup_controller import PodGroupStatusController
+from scheduler.gang.status import XK8S_STATUS_FIELDS
+from scheduler.kube.podgroup_controller import PodGroupStatusController
 from tests.test_gang import Live, pod, podgroup, template
 
 

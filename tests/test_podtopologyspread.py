@@ -31,14 +31,14 @@ from plugins.podtopologyspread import (
 from plugins.podtopologyspread.common import pod_specs
 from plugins.podtopologyspread.filtering import PreFilterState
 from plugins.podtopologyspread.scoring import PreScoreState, go_round
-from scheduler.cache import Cache, Snapshot
-from scheduler.config import ConfigError, load_config_text
+from scheduler.api.labelselector import selector_from
+from scheduler.api.model import Pod, pod_from
+from scheduler.api.workloads import ReplicaSet, Service, replicaset_from, service_from, statefulset_from
+from scheduler.cache.cache import Cache, Snapshot
+from scheduler.config.registry import default_registry
+from scheduler.config.schedulerconfig import ConfigError, load_config_text
 from scheduler.framework.interface import Code, CycleState, NodeScore
-from scheduler.framework.registry import default_registry
-from scheduler.labelselector import selector_from
-from scheduler.model import Pod, pod_from
-from scheduler.simulate import simulate
-from scheduler.workloads import ReplicaSet, Service, replicaset_from, service_from, statefulset_from
+from scheduler.simulate.simulation import simulate
 
 Obj = dict[str, Any]
 

@@ -30,16 +30,16 @@ from plugins.defaultpreemption.core import (
     terminating_by_preemption,
 )
 from plugins.defaultpreemption.plugin import DefaultPreemption
-from scheduler.cache import Cache
-from scheduler.claimcontroller import DeletionRecorder
-from scheduler.config import DEFAULT_SCHEDULER_NAME, Profile, SchedulerConfig, default_plugins
+from scheduler.api.model import pod_from
+from scheduler.api.workloads import pdb_from, pdb_status
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import DEFAULT_SCHEDULER_NAME, Profile, SchedulerConfig, default_plugins
 from scheduler.framework.interface import Code, CycleState, Status
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import pod_from
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import simulate
-from scheduler.workloads import pdb_from, pdb_status
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.claimcontroller import DeletionRecorder
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import simulate
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL = ("100m", "100")
@@ -706,7 +706,7 @@ def test_actuation_skips_victims_already_being_deleted_and_tolerates_gone_ones()
 
 
 def test_actuation_failure_reports_false() -> None:
-    from scheduler.api import ApiError
+    from scheduler.api.clusterapi import ApiError
 
     c = Cluster([node("node1", LARGE), pod("p", HIGH, LARGE), pod("v1", MID, LARGE, "node1")])
     res, _ = c.post_filter("p")

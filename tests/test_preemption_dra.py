@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.fleet import scale_fleet
-from scheduler.ledger import DeviceLedger, LedgerView
-from scheduler.model import DeviceResult
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.api.model import DeviceResult
+from scheduler.cache.ledger import DeviceLedger, LedgerView
+from scheduler.simulate.simulation import SimulationResult, simulate
 
 NODE = "dgx-h100-00000"
 

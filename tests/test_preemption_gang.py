@@ -31,16 +31,16 @@ from hypothesis import strategies as st
 from bench.fleet import RACK_LABEL, scale_fleet
 from plugins.defaultpreemption.core import POD, POD_GROUP, Victim
 from plugins.defaultpreemption.group import ForkLedger, VictimIndex, admitted_priority
-from scheduler.cache import Cache
-from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, release_claims
-from scheduler.config import default_config
+from scheduler.api.model import DeviceResult
+from scheduler.cache.cache import Cache
+from scheduler.cache.ledger import DeviceLedger
+from scheduler.config.schedulerconfig import default_config
 from scheduler.framework.interface import Status
-from scheduler.ledger import DeviceLedger
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import DeviceResult
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import SimulationResult, admit_priorities, simulate
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.claimcontroller import DeletionRecorder, create_pod_claims, release_claims
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import SimulationResult, admit_priorities, simulate
 
 Obj = dict[str, Any]
 NS = "default"
@@ -324,7 +324,8 @@ def test_select_victims_on_domain(case: Case) -> None:
         return
     assert deleted_pods(res) == case.victims
     assert len(placed) >= (case.min_count or 1)
-    # a victim group with disruptionMode all gets DisruptionTarget (scheduler/gang.py, from its members' conditions)
+    # a victim group with disruptionMode all gets DisruptionTarget (scheduler/gang/cycle.py, from its members'
+    # conditions)
     for g in case.groups:
         name = g["metadata"]["name"]
         hit = any(p["spec"].get("schedulingGroup", {}).get("podGroupName") == name

@@ -13,7 +13,7 @@ import pytest
 
 from plugins.defaultpreemption import group
 from plugins.defaultpreemption import plugin as dp
-from scheduler.simulate import simulate
+from scheduler.simulate.simulation import simulate
 
 
 def _objs(priority: int, bound: bool = False) -> list[dict[str, Any]]:
@@ -77,7 +77,7 @@ def test_lower_priority_pods_still_get_the_dry_run() -> None:
 
 
 def test_may_have_victims_reads_priorities_and_groups() -> None:
-    from scheduler.cache import NodeInfo
+    from scheduler.cache.cache import NodeInfo
 
     class P:
         def __init__(self, priority: int, pod_group: str = "") -> None:

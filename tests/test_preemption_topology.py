@@ -36,14 +36,14 @@ from plugins.defaultpreemption.plugin import DefaultPreemption
 from plugins.defaultpreemption.topology import MaskScores, TopologyPreference, no_worse, upstream_scores
 from plugins.topology.plugin import GpuTopology, free_gpus, whole_gpus
 from plugins.topology.scoring import SubsetTable, best_set_value, brute_force_best, mask_of
-from scheduler.cache import Cache
-from scheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig, default_config, load_config_text
+from scheduler.api.model import Pod
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import DEFAULT_SCHEDULER_NAME, SchedulerConfig, default_config, load_config_text
 from scheduler.framework.interface import Code, CycleState, Status
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import Pod
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import SimulationResult, simulate
 
 NODE = "isl-0"
 PRIO = {"low": 10, "mid": 500, "high": 1000, "top": 5000}

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.quantity import Quantity, QuantityError, parse_quantity
+from scheduler.api.quantity import Quantity, QuantityError, parse_quantity
 
 GI = 2**30
 

@@ -1,4 +1,4 @@
-"""The scheduling queue (scheduler/queue.py), driven by a FakeClock: no test sleeps."""
+"""The scheduling queue (scheduler/loop/queue.py), driven by a FakeClock: no test sleeps."""
 
 from __future__ import annotations
 
@@ -15,14 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the project is not necessarily installed into the venv
     sys.path.insert(0, str(ROOT))
 
+from scheduler.api.model import Pod, pod_from  # noqa: E402
 from scheduler.framework.interface import Code, QueuedPodInfo, Status  # noqa: E402
-from scheduler.model import Pod, pod_from  # noqa: E402
-from scheduler.queue import (  # noqa: E402
-    FakeClock,
-    MonotonicClock,
-    SchedulingQueue,
-    pod_updated,
-)
+from scheduler.loop.queue import FakeClock, MonotonicClock, SchedulingQueue, pod_updated  # noqa: E402
 
 GATES = "SchedulingGates"
 FIT = "NodeResourcesFit"

@@ -1,4 +1,4 @@
-"""The event catch-up of the scheduling queue (scheduler/queue.py): after an event sends waiting pods back, the
+"""The event catch-up of the scheduling queue (scheduler/loop/queue.py): after an event sends waiting pods back, the
 ones it sent to backoff that rank ahead of every active pod are tried first, until one is rejected again.
 
 Why (issue 24, item 6; e2e/backlog): 5,000 one-GPU pods of three priorities wait for a full fleet while running
@@ -26,14 +26,14 @@ if str(ROOT) not in sys.path:  # the project is not necessarily installed into t
 
 from bench.fleet import scale_fleet  # noqa: E402
 from e2e.fleet import claim_template, gpu_pod  # noqa: E402
-from scheduler.cache import Cache  # noqa: E402
-from scheduler.claimcontroller import DeletionRecorder, create_pod_claims, release_claims  # noqa: E402
-from scheduler.config import default_config  # noqa: E402
+from scheduler.api.model import Pod, pod_from  # noqa: E402
+from scheduler.cache.cache import Cache  # noqa: E402
+from scheduler.config.schedulerconfig import default_config  # noqa: E402
 from scheduler.framework.interface import QueuedPodInfo  # noqa: E402
-from scheduler.memapi import InMemoryAPI  # noqa: E402
-from scheduler.model import Pod, pod_from  # noqa: E402
-from scheduler.queue import FakeClock, SchedulingQueue  # noqa: E402
-from scheduler.scheduler import Scheduler  # noqa: E402
+from scheduler.loop.queue import FakeClock, SchedulingQueue  # noqa: E402
+from scheduler.loop.scheduler import Scheduler  # noqa: E402
+from scheduler.simulate.claimcontroller import DeletionRecorder, create_pod_claims, release_claims  # noqa: E402
+from scheduler.simulate.memapi import InMemoryAPI  # noqa: E402
 
 DRA = "DynamicResources"
 DEALLOCATED = ("ResourceClaim", "Update")

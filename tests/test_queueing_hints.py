@@ -31,13 +31,13 @@ from plugins.nodeunschedulable import NodeUnschedulable
 from plugins.podtopologyspread.plugin import PodTopologySpread
 from plugins.schedulinggates import SchedulingGates
 from plugins.tainttoleration import TaintToleration
-from scheduler.cache import Cache
-from scheduler.config import default_config
+from scheduler.api.model import Node, Pod, ResourceClaim, claim_from, class_from, node_from, pod_from, slice_from
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
 from scheduler.framework.interface import QueuedPodInfo, QueueingHint
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import Node, Pod, ResourceClaim, claim_from, class_from, node_from, pod_from, slice_from
-from scheduler.queue import FakeClock, SchedulingQueue
-from scheduler.scheduler import Scheduler, profile_hints
+from scheduler.loop.queue import FakeClock, SchedulingQueue
+from scheduler.loop.scheduler import Scheduler, profile_hints
+from scheduler.simulate.memapi import InMemoryAPI
 
 Raw = dict[str, Any]
 QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.SKIP

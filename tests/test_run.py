@@ -15,7 +15,7 @@ import yaml
 
 from scheduler.cli import main as cli_main
 from scheduler.kube.client import KubeConnection
-from scheduler.run import RunOptions, SchedulerApp
+from scheduler.kube.run import RunOptions, SchedulerApp
 from tests.fake_apiserver import FakeAPIServer
 from tests.fake_apiserver import eventually as poll
 
@@ -339,7 +339,7 @@ async def test_a_standby_takes_over_with_warm_caches_without_listing_again(serve
 def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> None:
     """SIGUSR2 (``SchedulerApp.memory_report``): with allocations traced, the largest sites and, from the second
     report on, what grew since the previous one; without tracing, live objects by type and what grew, pymalloc's
-    arenas and the RSS before and after glibc's malloc_trim (scheduler/memory.py), and how to turn tracing on."""
+    arenas and the RSS before and after glibc's malloc_trim (scheduler/kube/memory.py), and how to turn tracing on."""
     import io
     import json
     import logging
@@ -347,7 +347,7 @@ def test_memory_report_names_the_largest_allocation_sites_and_what_grew() -> Non
 
     import structlog
 
-    from scheduler.logging import configure_logging
+    from scheduler.config.logging import configure_logging
 
     saved, root = structlog.get_config(), logging.getLogger()
     handlers, level = list(root.handlers), root.level
@@ -413,7 +413,7 @@ async def test_a_standby_is_fenced_from_its_first_request(server: FakeAPIServer)
 def test_kopfs_unclosed_watch_stream_at_exit_is_a_warning_not_a_traceback() -> None:
     """run's loop exception handler: kopf's ``infinite_watch`` generator, finalised at exit while it reconnects,
     is reported as one warning; any other unhandled error still reaches asyncio's default handler."""
-    from scheduler import run as run_module
+    from scheduler.kube import run as run_module
 
     async def infinite_watch() -> Any:
         yield 1

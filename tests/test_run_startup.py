@@ -17,7 +17,7 @@ import yaml
 
 from scheduler.cli import main as cli_main
 from scheduler.kube.client import KubeConnection, Unreachable
-from scheduler.run import SchedulerApp
+from scheduler.kube.run import SchedulerApp
 from tests.fake_apiserver import FakeAPIServer
 from tests.test_run import bound, claim_and_pod, cluster, eventually, get, options, running
 

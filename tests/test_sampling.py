@@ -10,13 +10,13 @@ from typing import ClassVar
 
 import pytest
 
-from scheduler.cache import Cache, NodeInfo
-from scheduler.config import PluginRef, Profile, SchedulerConfig
+from scheduler.api.model import Pod, pod_from
+from scheduler.cache.cache import Cache, NodeInfo
+from scheduler.config.registry import PluginRef, PluginSpec
+from scheduler.config.schedulerconfig import Profile, SchedulerConfig
 from scheduler.framework.interface import CycleState, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import Pod, pod_from
-from scheduler.scheduler import Scheduler, num_feasible_nodes_to_find
+from scheduler.loop.scheduler import Scheduler, num_feasible_nodes_to_find
+from scheduler.simulate.memapi import InMemoryAPI
 from tests.test_framework import Binder, Sorter  # the trivial QueueSort and Bind plugins
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.semver import SemverError, Version, parse
+from scheduler.api.semver import SemverError, Version, parse
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from bench.fleet import scale_fleet
-from scheduler.api import Conflict
-from scheduler.cache import Cache
-from scheduler.config import default_config
-from scheduler.memapi import InMemoryAPI
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
+from scheduler.api.clusterapi import Conflict
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.memapi import InMemoryAPI
 
 Obj = dict[str, Any]
 
@@ -164,7 +164,7 @@ def test_the_sharing_pod_fails_and_retries_when_the_first_pods_binding_is_given_
 
         async def refuse_p0(namespace: str, name: str, uid: str, node: str) -> None:
             if name == "p0":
-                from scheduler.api import ApiError
+                from scheduler.api.clusterapi import ApiError
 
                 raise ApiError(500, "binding refused by the test")
             await original(namespace, name, uid, node)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.simulate import load_objects, run_simulation, simulate, to_json, to_table
+from scheduler.simulate.simulation import load_objects, run_simulation, simulate, to_json, to_table
 
 EXAMPLES = "manifests/examples/"
 
@@ -287,7 +287,7 @@ def test_first_available_rank_is_normalised_as_upstream() -> None:
     none = [NodeScore("a", 0), NodeScore("b", 0)]
     plugin.normalize_score(None, None, none)  # type: ignore[arg-type]
     assert [s.score for s in none] == [0, 0]
-    from scheduler.config import DEFAULT_PLUGINS
+    from scheduler.config.schedulerconfig import DEFAULT_PLUGINS
 
     weights = {r.name: r.weight for r in DEFAULT_PLUGINS["score"]}
     assert weights["DynamicResources"] == 2

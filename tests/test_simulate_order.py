@@ -10,7 +10,7 @@
   fall behind every pod without one (gated at load, they entered the active heap last, and ties went to
   the order of entry into it).
 * The same file's ``flushUnschedulablePodsLeftover`` (every 30 s) retries pods that waited longer than
-  ``podMaxInUnschedulablePodsDuration`` (5 min). ``simulate`` does not (scheduler/simulate.py says why);
+  ``podMaxInUnschedulablePodsDuration`` (5 min). ``simulate`` does not (scheduler/simulate/simulation.py says why);
   it used to, by accident, whenever a device binding-condition wait moved its fake clock past 5 minutes.
 """
 
@@ -20,10 +20,10 @@ import asyncio
 import copy
 from typing import Any
 
+from scheduler.api.model import Pod, pod_from
 from scheduler.framework.interface import Code, QueuedPodInfo, Status
-from scheduler.model import Pod, pod_from
-from scheduler.queue import FakeClock, SchedulingQueue
-from scheduler.simulate import simulate
+from scheduler.loop.queue import FakeClock, SchedulingQueue
+from scheduler.simulate.simulation import simulate
 from tests.test_binding_conditions import claim_obj, class_obj, fabric_device, node_obj, pod_obj, slice_obj
 
 Raw = dict[str, Any]

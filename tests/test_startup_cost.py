@@ -128,8 +128,8 @@ def test_start_up_imports_no_optional_heavy_module() -> None:
     served)."""
     code = (
         "import sys\n"
-        "import scheduler.cli, scheduler.run\n"
-        "from scheduler.config import default_config\n"
+        "import scheduler.cli, scheduler.kube.run\n"
+        "from scheduler.config.schedulerconfig import default_config\n"
         "default_config()\n"
         "heavy = ('networkx', 'kopf', 'celpy', 'cel_expr_python')\n"
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
@@ -159,7 +159,7 @@ def test_a_claims_spec_is_built_once_per_uid() -> None:
     (immutable in the API): the typed spec of the first is reused, not built again."""
     import copy
 
-    from scheduler.model import claim_from
+    from scheduler.api.model import claim_from
 
     first = claim_from(_claim("uid-once"))
     later = copy.deepcopy(_claim("uid-once"))
@@ -181,7 +181,7 @@ def test_claims_with_equal_specs_share_one_typed_spec_built_once(monkeypatch: py
     """10,000 claims generated from one template at a start-up: the spec is built for the first and shared by the
     others (it was built once per claim: ~75 us each with its canonical JSON); the typed values are those a build
     gives. A spec differing in one field, or in a field the typed spec does not keep, is built from its own raw."""
-    from scheduler import model
+    from scheduler.api import model
 
     built: list[object] = []
     real = model.claim_spec_from
@@ -214,7 +214,7 @@ def test_claims_with_equal_specs_share_one_typed_spec_built_once(monkeypatch: py
 def test_a_spec_changed_in_place_is_built_again() -> None:
     """The comparison is against a private copy: a dict changed in place after its claim was built (an
     in-memory API, a test) is not mistaken for the spec it was."""
-    from scheduler.model import claim_from
+    from scheduler.api.model import claim_from
 
     raw = _claim("uid-in-place")
     assert claim_from(raw).spec.requests[0].exactly.count == 1  # type: ignore[union-attr]

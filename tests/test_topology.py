@@ -36,8 +36,8 @@ from plugins.topology.scoring import (
     mask_of,
     table_for,
 )
-from scheduler.config import load_config_text
-from scheduler.simulate import SimulationResult, simulate, to_table
+from scheduler.config.schedulerconfig import load_config_text
+from scheduler.simulate.simulation import SimulationResult, simulate, to_table
 
 # --- fixtures of driver-data.md §3.4 ---------------------------------------------------------------------------
 
@@ -583,7 +583,7 @@ def test_node_score_components() -> None:
 
 
 def test_malformed_annotation_is_logged_reported_and_ignored(capsys: pytest.CaptureFixture[str]) -> None:
-    from scheduler.logging import configure_logging
+    from scheduler.config.logging import configure_logging
 
     configure_logging(verbose=False)
     fleet = scale_fleet(1)

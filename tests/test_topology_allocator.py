@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plugins.dra.allocator import Allocator, Candidate
-from scheduler.model import Node, RequestSpec
+from scheduler.api.model import Node, RequestSpec
 
 
 def _allocator_with(rnd: random.Random, calls: list[int]) -> type[Allocator]:

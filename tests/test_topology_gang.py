@@ -8,9 +8,9 @@ import copy
 from typing import Any
 
 from bench.fleet import RACK_LABEL, scale_fleet
-from scheduler.config import load_config_text
-from scheduler.gang import podgroup_reason
-from scheduler.simulate import SimulationResult, simulate
+from scheduler.config.schedulerconfig import load_config_text
+from scheduler.gang.status import podgroup_reason
+from scheduler.simulate.simulation import SimulationResult, simulate
 from tests.test_topology import gpu_pod, template, used
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"

@@ -32,17 +32,11 @@ from plugins.volumebinding.binder import (
     find_pod_volumes,
     get_pod_volume_claims,
 )
-from scheduler.config import ConfigError, parse_config
+from scheduler.api.model import Pod
+from scheduler.api.storage import csidriver_from, csistoragecapacity_from, pv_from, pvc_from, storageclass_from
+from scheduler.config.schedulerconfig import ConfigError, parse_config
 from scheduler.framework.interface import Code, CycleState
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import Pod
-from scheduler.storage import (
-    csidriver_from,
-    csistoragecapacity_from,
-    pv_from,
-    pvc_from,
-    storageclass_from,
-)
+from scheduler.simulate.memapi import InMemoryAPI
 from tests.volume_fixtures import (
     IMMEDIATE,
     NODE_KEY,

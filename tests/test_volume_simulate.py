@@ -1,5 +1,5 @@
 """Volumes end to end through ``simulate`` (the in-memory API, the scheduler's binding cycle, and
-``scheduler.storage.VolumeControllers`` playing kube-controller-manager), plus the typed storage values.
+``scheduler.simulate.volumes.VolumeControllers`` playing kube-controller-manager), plus the typed storage values.
 
 Scenarios: a missing claim keeps the pod pending with upstream's reason; WaitForFirstConsumer + a local PV
 of one node places the pod there and binds the PV (claimRef, both phases Bound); two pods, one PV: one
@@ -14,11 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.memapi import InMemoryAPI
-from scheduler.model import ModelError
-from scheduler.simulate import simulate
-from scheduler.storage import (
-    VolumeControllers,
+from scheduler.api.model import ModelError
+from scheduler.api.storage import (
     csinode_from,
     csistoragecapacity_from,
     pod_volumes,
@@ -26,6 +23,9 @@ from scheduler.storage import (
     pvc_from,
     storageclass_from,
 )
+from scheduler.simulate.memapi import InMemoryAPI
+from scheduler.simulate.simulation import simulate
+from scheduler.simulate.volumes import VolumeControllers
 from tests.volume_fixtures import (
     Obj,
     claim_volume,

@@ -1,4 +1,4 @@
-"""Pure parts of the Kubernetes 1.37 workload API (scheduler/workload_api.py, scheduler/gang_workload.py).
+"""Pure parts of the Kubernetes 1.37 workload API (scheduler/api/workload_api.py, scheduler/gang/workload.py).
 
 * ``apimeta.SetStatusCondition`` (k8s.io/apimachinery v0.37.2 ``pkg/api/meta/conditions.go``): lastTransitionTime
   changes only with the status;
@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.gang_workload import DomainUsage, best_placement, most_requested_score, placement_scores
-from scheduler.model import claim_from, pod_from, podgroup_from
-from scheduler.workload_api import (
+from scheduler.api.model import claim_from, pod_from, podgroup_from
+from scheduler.api.workload_api import (
     CompositePodGroup,
     LayoutError,
     composite_from,
@@ -27,6 +26,7 @@ from scheduler.workload_api import (
     root_of,
     set_condition,
 )
+from scheduler.gang.workload import DomainUsage, best_placement, most_requested_score, placement_scores
 
 NS = "default"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.simulate import load_objects, simulate
+from scheduler.simulate.simulation import load_objects, simulate
 from tests.test_gang import Live as _Live
 
 Obj = dict[str, Any]

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from bench.fleet import scale_fleet
-from scheduler.api import Obj, pod_writes, write_sequence
-from scheduler.cache import Cache
-from scheduler.claimcontroller import create_pod_claims
-from scheduler.config import default_config
+from scheduler.api.clusterapi import Obj, pod_writes, write_sequence
+from scheduler.cache.cache import Cache
+from scheduler.config.schedulerconfig import default_config
 from scheduler.kube.client import KubeConnection, TokenBucket, verb_and_resource
-from scheduler.memapi import InMemoryAPI
-from scheduler.metrics import SchedulerMetrics
-from scheduler.queue import FakeClock
-from scheduler.scheduler import Scheduler
+from scheduler.kube.metrics import SchedulerMetrics
+from scheduler.loop.queue import FakeClock
+from scheduler.loop.scheduler import Scheduler
+from scheduler.simulate.claimcontroller import create_pod_claims
+from scheduler.simulate.memapi import InMemoryAPI
 from tests.fake_apiserver import eventually
 
 
@@ -312,7 +312,7 @@ async def test_requests_per_pod_are_the_finalizer_the_allocation_and_the_binding
 
 
 async def test_the_run_loop_lets_binding_cycles_write_between_scheduling_cycles() -> None:
-    from scheduler.run import RunOptions, SchedulerApp
+    from scheduler.kube.run import RunOptions, SchedulerApp
 
     api, sched, _ = _setup(pods=6)
     for p in api.list("Pod"):
@@ -398,7 +398,7 @@ async def test_a_busy_api_server_serves_older_pods_writes_first() -> None:
 
 
 async def test_the_run_loop_pauses_while_binding_writes_are_backlogged() -> None:
-    from scheduler.run import RunOptions, SchedulerApp
+    from scheduler.kube.run import RunOptions, SchedulerApp
 
     api, sched, _ = _setup(pods=6)
     for p in api.list("Pod"):

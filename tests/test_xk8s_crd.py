@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from bench.fleet import scale_fleet
-from scheduler.gang import XK8S_STATUS_FIELDS, podgroup_status
-from scheduler.simulate import simulate
+from scheduler.gang.status import XK8S_STATUS_FIELDS, podgroup_status
+from scheduler.simulate.simulation import simulate
 from tests.test_gang import Live, pod, podgroup, template
 
 ROOT = Path(__file__).resolve().parent.parent

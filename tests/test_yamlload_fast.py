@@ -1,4 +1,4 @@
-"""The fast readers of scheduler/yamlload.py (JSON, libyaml) give the same data as the pure-Python loader, keep its
+"""The fast readers of scheduler/api/yamlload.py (JSON, libyaml) give the same data as the pure-Python loader, keep its
 bounds, and leave every refusal to it (so the error messages are the pure loader's)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler import yamlload
-from scheduler.yamlload import MAX_ALIASES, MAX_DEPTH, YAMLLoadError, load_documents
+from scheduler.api import yamlload
+from scheduler.api.yamlload import MAX_ALIASES, MAX_DEPTH, YAMLLoadError, load_documents
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "manifests" / "examples"
 

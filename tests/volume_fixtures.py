@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.cache import Cache, NodeInfo
+from scheduler.api.model import Pod, pod_from
+from scheduler.cache.cache import Cache, NodeInfo
 from scheduler.framework.interface import CycleState
-from scheduler.model import Pod, pod_from
 
 Obj = dict[str, Any]
 
@@ -224,7 +224,7 @@ def make_pod(name: str, volumes: Sequence[Obj] = (), **kw: Any) -> Pod:
 
 
 class World:
-    """Objects fed to a real Cache (through the converters of scheduler.objects), snapshots on demand."""
+    """Objects fed to a real Cache (through the converters of scheduler.api.objects), snapshots on demand."""
 
     def __init__(self, *objs: Obj) -> None:
         self.cache = Cache()

@@ -30,7 +30,7 @@ extended resource that the node does not list in allocatable but a DeviceClass m
 pods whose extended-resource request NodeResourcesFit delegates to DRA, which this scheduler does not do
 yet (such pods fail Fit on nodes without the allocatable), so no feasible node would reach that branch.
 Pod-level resources (``spec.resources``, PodLevelResources, beta, on) and in-place resize status count
-as ``scheduler.model.pod_requests`` counts them (``resource.PodRequests`` of component-helpers).
+as ``scheduler.api.model.pod_requests`` counts them (``resource.PodRequests`` of component-helpers).
 
 Reuse between equal pods: the score reads the pod's requests for the configured resources and the
 node's NodeInfo (``requested``, allocatable), so those requests are the signature.
@@ -44,13 +44,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 from plugins.noderesources.fit import is_scalar_resource
 from plugins.noderesources.scoring import go_div
+from scheduler.api.model import CPU, EPHEMERAL_STORAGE, MEMORY
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "NodeResourcesBalancedAllocation"
 _PRE_SCORE_KEY = "PreScore" + NAME

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from scheduler.api import ApiError, ClusterAPI
+from scheduler.api.clusterapi import ApiError, ClusterAPI
+from scheduler.api.model import Pod
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import CycleState, Status
-from scheduler.framework.registry import PluginSpec, no_args
-from scheduler.model import Pod
 
 
 class DefaultBinder:

@@ -17,7 +17,7 @@ from plugins.defaultpreemption.plugin import (
     NAME,
     DefaultPreemption,
 )
-from scheduler.framework.registry import PluginSpec
+from scheduler.config.registry import PluginSpec
 
 PERCENTAGE = "minCandidateNodesPercentage"
 ABSOLUTE = "minCandidateNodesAbsolute"

@@ -25,7 +25,7 @@ Semantics of kubernetes v1.37.2 ``pkg/scheduler/framework/preemption/{preemption
   time among the highest-priority victims, then extra tie-breakers (``tie_breakers``: the topology pass adds
   "best interconnect left for the preemptor" here), then the first candidate.
 
-All of these work on a :class:`~scheduler.framework.runtime.DryRun` or on plain values and never touch the
+All of these work on a :class:`~scheduler.framework.interface.DryRun` or on plain values and never touch the
 cluster: a gang preemptor can evaluate victim sets jointly by running several dry runs.
 """
 
@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING
 from scheduler.framework.interface import Code, Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.framework.runtime import DryRun
-    from scheduler.model import Pod
-    from scheduler.workloads import PodDisruptionBudget
+    from scheduler.api.model import Pod
+    from scheduler.api.workloads import PodDisruptionBudget
+    from scheduler.cache.cache import NodeInfo
+    from scheduler.framework.interface import DryRun
 
 POD = "Pod"
 POD_GROUP = "PodGroup"

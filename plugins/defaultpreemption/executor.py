@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from plugins.defaultpreemption.core import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Candidate
-from scheduler.api import ApiError, NotFound
+from scheduler.api.clusterapi import ApiError, NotFound
 from scheduler.framework.interface import Actuation
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI
-    from scheduler.cache import Snapshot
-    from scheduler.model import Pod
+    from scheduler.api.clusterapi import ClusterAPI
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import Snapshot
 
 log = structlog.get_logger("dra_scheduler.preemption")
 

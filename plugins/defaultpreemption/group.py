@@ -67,8 +67,9 @@ cycle runs when a group does not fit):
    "<scheduler>: preempting to accommodate a higher priority podgroup") and is deleted with its grace period,
    the Event says "Preempted by podgroup <PodGroup uid> on node cluster"; the members wait in PreEnqueue until
    the last victim is being deleted. A v1beta1 victim group gets its ``DisruptionTarget`` condition from the
-   gang cycle (``scheduler/gang.py`` ``_on_cache_event``: disruptionMode All, or fewer than ``minCount`` left).
-   ``simulate`` releases the victims' claims as kube-controller-manager would (``scheduler/claimcontroller.py``).
+   gang cycle (``scheduler/gang/cycle.py`` ``_on_cache_event``: disruptionMode All, or fewer than ``minCount`` left).
+   ``simulate`` releases the victims' claims as kube-controller-manager would
+   (``scheduler/simulate/claimcontroller.py``).
 
 Messages are prefixed "pod group preemption: " (``PodGroupPostFilter``); success: "found a placement for podgroup,
 preempting N victims". Not done: a CompositePodGroup tree as preemptor (its groups are searched together;
@@ -94,8 +95,12 @@ from plugins.defaultpreemption.core import (
 )
 from plugins.defaultpreemption.executor import preempt_pod
 from plugins.dra.plugin import _claims_of
-from scheduler.api import ApiError
-from scheduler.cache import Cache, NodeInfo, Snapshot
+from scheduler.api.clusterapi import ApiError
+from scheduler.api.model import Pod, PodGroup, ResourceClaim
+from scheduler.api.workload_api import CompositePodGroup, leaves_of, scheduling_group
+from scheduler.api.workloads import PodDisruptionBudget
+from scheduler.cache.cache import Cache, NodeInfo, Snapshot
+from scheduler.cache.ledger import DeviceLedger, Use
 from scheduler.framework.interface import (
     Actuation,
     Code,
@@ -104,14 +109,10 @@ from scheduler.framework.interface import (
     PodGroupScheduling,
     Status,
 )
-from scheduler.ledger import DeviceLedger, Use
-from scheduler.model import Pod, PodGroup, ResourceClaim
-from scheduler.workload_api import CompositePodGroup, leaves_of, scheduling_group
-from scheduler.workloads import PodDisruptionBudget
 
 if TYPE_CHECKING:
     from plugins.defaultpreemption.plugin import DefaultPreemption
-    from scheduler.api import ClusterAPI
+    from scheduler.api.clusterapi import ClusterAPI
 
 log = structlog.get_logger("dra_scheduler.preemption")
 

@@ -39,7 +39,7 @@ builds the victims of a node (a pod of a ``scheduling.k8s.io`` PodGroup with its
 ``disruptionMode: all`` one victim with all its pods, those on other nodes removed from the dry run through the
 PreFilter extensions only); a PodGroup as preemptor: :meth:`DefaultPreemption.pod_group_post_filter`, the engine's
 PodGroupPostFilter point (:class:`scheduler.framework.interface.PodGroupPostFilterPlugin`) that the gang cycle
-(``scheduler/gang.py``) runs when a group does not fit, with
+(``scheduler/gang/cycle.py``) runs when a group does not fit, with
 :func:`~plugins.defaultpreemption.group.preempt_group`. ``eligible`` adds a rule on victims, ``tie_breakers``
 extends the node choice (e.g. topology).
 """
@@ -74,7 +74,9 @@ from plugins.defaultpreemption.group import (
     victims_on_node,
 )
 from plugins.defaultpreemption.topology import TopologyPreference
-from scheduler.cache import Cache, NodeInfo, Snapshot
+from scheduler.api.model import Pod, node_selector_matches
+from scheduler.api.workloads import PodDisruptionBudget
+from scheduler.cache.cache import Cache, NodeInfo, Snapshot
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -85,8 +87,6 @@ from scheduler.framework.interface import (
     PostFilterResult,
     Status,
 )
-from scheduler.model import Pod, node_selector_matches
-from scheduler.workloads import PodDisruptionBudget
 
 NAME = "DefaultPreemption"
 DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10

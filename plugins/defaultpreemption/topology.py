@@ -56,9 +56,9 @@ from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
 from plugins.dra.plugin import node_allocation
 from plugins.topology.plugin import EXPLAIN_KEY, GpuTopology, NodeView, free_gpus, whole_gpus
 from plugins.topology.scoring import Value, best_set_value
-from scheduler.cache import Snapshot
+from scheduler.api.model import ALLOCATION_MODE_EXACT
+from scheduler.cache.cache import Snapshot
 from scheduler.framework.interface import Code, CycleState, Status
-from scheduler.model import ALLOCATION_MODE_EXACT
 
 MAX_VISITS = 4096  # DFS states visited per node while enumerating minimal GPU covers
 MAX_TRIES = 4  # candidate victim sets rebuilt with the reprieve loop per node

@@ -56,8 +56,7 @@ from typing import Any
 
 from plugins.dra.cel import CELError, DeviceInput, SelectorCache, device_input
 from plugins.dra.taintrules import TaintRules
-from scheduler.ledger import DeviceID, DeviceLedger, PoolID
-from scheduler.model import (
+from scheduler.api.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT,
     AttributeValue,
@@ -78,7 +77,8 @@ from scheduler.model import (
     Taint,
     node_selector_matches,
 )
-from scheduler.quantity import Quantity
+from scheduler.api.quantity import Quantity
+from scheduler.cache.ledger import DeviceID, DeviceLedger, PoolID
 
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
 

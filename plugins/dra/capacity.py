@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plugins.dra.allocator import Allocator, ClaimInput, Pool
+from scheduler.api.model import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT, RequestSpec
+from scheduler.cache.ledger import DeviceID
 from scheduler.framework.capacity import ALL, EXACT, FIRST, UNBOUNDED, DeviceDemand
-from scheduler.ledger import DeviceID
-from scheduler.model import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT, RequestSpec
 
 if TYPE_CHECKING:
     from plugins.dra.plugin import DynamicResources, _CycleData
-    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 __all__ = ["DeviceDemand", "MatchMemo", "device_room", "member_demands"]
 

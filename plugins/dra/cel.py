@@ -115,9 +115,9 @@ from fractions import Fraction
 from typing import Any, Protocol, TypeAlias, cast
 
 from plugins.dra.cel_ext import PANIC as _PANIC
-from scheduler.quantity import Quantity, QuantityError, parse_quantity
-from scheduler.semver import SemverError, Version
-from scheduler.semver import parse as parse_semver
+from scheduler.api.quantity import Quantity, QuantityError, parse_quantity
+from scheduler.api.semver import SemverError, Version
+from scheduler.api.semver import parse as parse_semver
 
 __all__ = [
     "COST_LIMIT",
@@ -2754,7 +2754,7 @@ def device_reads(expression: str) -> DeviceReads | None:
 
 
 class DeviceContent(Protocol):
-    """A device's raw data as a ResourceSlice gives it (``scheduler.model.Device`` is one): qualified or bare
+    """A device's raw data as a ResourceSlice gives it (``scheduler.api.model.Device`` is one): qualified or bare
     attribute names, capacity values as :class:`Quantity` or objects whose ``value`` is one."""
 
     @property

@@ -33,9 +33,9 @@ from typing import Any
 
 from plugins.dra.allocator import _device_on_node, _slice_relevant
 from plugins.dra.cel import CELError, SelectorCache, device_input
-from scheduler.ledger import DeviceLedger
-from scheduler.model import DeviceClass, Node, Pod, ResourceClaim, ResourceSlice
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.api.model import DeviceClass, Node, Pod, ResourceClaim, ResourceSlice
+from scheduler.api.quantity import QuantityError, parse_quantity
+from scheduler.cache.ledger import DeviceLedger
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"

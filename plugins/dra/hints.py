@@ -2,7 +2,7 @@
 
 kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``
 (``EventsToRegister``, ``isSchedulableAfterClaimChange``, ``isSchedulableAfterPodChange``). Pure functions of
-the waiting pod and the event's old/new objects (``scheduler.model`` values); no lister is read, so upstream's
+the waiting pod and the event's old/new objects (``scheduler.api.model`` values); no lister is read, so upstream's
 first check in ``isSchedulableAfterClaimChange`` (every claim of the pod exists and is usable, else skip) is not
 made here: the pod is queued and PreEnqueue / PreFilter answer that, erring on the side of an attempt as the
 upstream function says it does.
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from plugins.dra.extended import EXTENDED_CLAIM_ANNOTATION
+from scheduler.api.model import Node, Pod, ResourceClaim
 from scheduler.framework.interface import QueueingHint
-from scheduler.model import Node, Pod, ResourceClaim
 
 QUEUE = QueueingHint.QUEUE
 SKIP = QueueingHint.SKIP

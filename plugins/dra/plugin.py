@@ -113,9 +113,24 @@ from plugins.dra.extended import (
 )
 from plugins.dra.taintrules import KIND as TAINT_RULE_KIND
 from plugins.dra.taintrules import TaintRules, TaintRuleTracker, describe_taint, untolerated_taint
-from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound
-from scheduler.cache import NodeInfo, Snapshot
-from scheduler.coexistence import PARTITION_ARG, PARTITION_MESSAGE, partition_from_args, validate_partition
+from scheduler.api.clusterapi import ApiError, ClusterAPI, Conflict, NotFound
+from scheduler.api.goduration import format_go_duration, parse_go_duration
+from scheduler.api.model import (
+    ALLOCATION_MODE_EXACT,
+    CLAIM_FINALIZER,
+    ModelError,
+    NodeSelector,
+    Pod,
+    ResourceClaim,
+    claim_from,
+    claim_spec_from,
+    node_selector_matches,
+)
+from scheduler.api.workload_api import consumer_for, is_for_pod_group_by_pod, is_reserved_for_pod, scheduling_group
+from scheduler.cache.cache import NodeInfo, Snapshot
+from scheduler.cache.coexistence import PARTITION_ARG, PARTITION_MESSAGE, partition_from_args, validate_partition
+from scheduler.cache.ledger import DeviceLedger, LedgerView
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.hooks import REAL_CLOCK
 from scheduler.framework.interface import (
@@ -130,21 +145,6 @@ from scheduler.framework.interface import (
     Status,
 )
 from scheduler.framework.memo import NodeStateMemo
-from scheduler.framework.registry import PluginSpec
-from scheduler.goduration import format_go_duration, parse_go_duration
-from scheduler.ledger import DeviceLedger, LedgerView
-from scheduler.model import (
-    ALLOCATION_MODE_EXACT,
-    CLAIM_FINALIZER,
-    ModelError,
-    NodeSelector,
-    Pod,
-    ResourceClaim,
-    claim_from,
-    claim_spec_from,
-    node_selector_matches,
-)
-from scheduler.workload_api import consumer_for, is_for_pod_group_by_pod, is_reserved_for_pod, scheduling_group
 
 log = structlog.get_logger("dra_scheduler.dra")
 
@@ -936,7 +936,7 @@ class DynamicResources:
     # no surviving consumer reserves: the claim's reservedFor minus the removed pods is empty, and neither the
     # pod being scheduled nor a pod added here (a nominated pod) uses it. A shared claim whose other consumer
     # lives stays allocated, as kube-controller-manager keeps it. The freed devices are seen through a
-    # :class:`~scheduler.ledger.LedgerView` over the real ledger, which is never modified. Adding a pod that is
+    # :class:`~scheduler.cache.ledger.LedgerView` over the real ledger, which is never modified. Adding a pod that is
     # not running yet (a nominated pod, upstream addGENominatedPods) holds devices for its unallocated claims:
     # they are allocated together with the pod's own claims on that node, so the pod fits only if both do.
 

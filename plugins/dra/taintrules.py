@@ -2,7 +2,7 @@
 GA and on by default in 1.37): taints put on devices by an administrator instead of the DRA driver.
 
 The rule itself (its typed value :class:`DeviceTaintRule` and converter :func:`rule_from`, API
-``k8s.io/api`` v0.37.2 ``resource/v1/types.go``) is an engine type: :mod:`scheduler.devicetaintrules`. This
+``k8s.io/api`` v0.37.2 ``resource/v1/types.go``) is an engine type: :mod:`scheduler.api.devicetaintrules`. This
 module is what a rule does to allocation.
 
 How kube-scheduler 1.37.2 uses them: the scheduler does not read rules itself; the ResourceSlice tracker
@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.devicetaintrules import KIND, DeviceTaintRule, DeviceTaintSelector, RuleCondition, rule_from
-from scheduler.model import DeviceToleration, Taint
+from scheduler.api.devicetaintrules import KIND, DeviceTaintRule, DeviceTaintSelector, RuleCondition, rule_from
+from scheduler.api.model import DeviceToleration, Taint
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})  # None and unknown effects never block
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
 
 NAME = "UnsupportedFields"
 
@@ -47,7 +47,8 @@ AFFINITY_FIELDS = frozenset(("nodeAffinity", "podAffinity", "podAntiAffinity"))
 
 # scheduling.k8s.io/v1beta1 PodGroupSpec fields whose semantics are not implemented yet: field -> why.
 # Empty since issue #11: schedulingConstraints (topology), resourceClaims (DRAWorkloadResourceClaims) and
-# parentCompositePodGroupName (CompositePodGroup minGroupCount) are honoured by the group cycle (scheduler/gang.py).
+# parentCompositePodGroupName (CompositePodGroup minGroupCount) are honoured by the group cycle
+# (scheduler/gang/cycle.py).
 UNSUPPORTED_PODGROUP_FIELDS: Mapping[str, str] = {}
 
 

@@ -67,14 +67,14 @@ from plugins.fragmentation.core import (
     supply,
     unit_keys,
 )
+from scheduler.api.model import CPU, MEMORY, ClaimSpec, DeviceRequest, Node, Pod, RequestSpec
+from scheduler.cache.ledger import DeviceID, DeviceLedger
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.helpers import min_max_normalize_score, min_max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.ledger import DeviceID, DeviceLedger
-from scheduler.model import CPU, MEMORY, ClaimSpec, DeviceRequest, Node, Pod, RequestSpec
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 NAME = "DeviceFragmentation"
 SHAPE_KEY = "DeviceFragmentation/shape"

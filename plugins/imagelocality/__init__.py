@@ -35,12 +35,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState
-from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 NAME = "ImageLocality"
 _STATE_KEY = "ImageLocality/spread"

@@ -1,7 +1,7 @@
 """InterPodAffinity: required and preferred pod affinity / anti-affinity (kube-scheduler v1.37.2).
 
 Upstream: ``pkg/scheduler/framework/plugins/interpodaffinity`` (``plugin.go``, ``filtering.go``,
-``scoring.go``); term parsing in :mod:`scheduler.podaffinity`.
+``scoring.go``); term parsing in :mod:`scheduler.api.podaffinity`.
 
 * PreFilter/Filter (:mod:`.filtering`): the incoming pod's required affinity (UnschedulableAndUnresolvable
   "node(s) didn't match pod affinity rules", with the first-pod-of-a-self-affine-group exception), its required
@@ -29,7 +29,7 @@ from plugins.interpodaffinity.filtering import (
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
 )
 from plugins.interpodaffinity.plugin import DEFAULT_HARD_POD_AFFINITY_WEIGHT, NAME, InterPodAffinity
-from scheduler.framework.registry import PluginSpec
+from scheduler.config.registry import PluginSpec
 
 MIN_HARD_POD_AFFINITY_WEIGHT = 0
 MAX_HARD_POD_AFFINITY_WEIGHT = 100

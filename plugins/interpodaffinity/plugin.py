@@ -34,6 +34,7 @@ from plugins.interpodaffinity.filtering import (
     pod_matches_all,
 )
 from plugins.interpodaffinity.scoring import TopologyScore, node_score, normalize, topology_score
+from scheduler.api.podaffinity import AffinityTerm, WeightedAffinityTerm, namespace_labels, pod_affinity
 from scheduler.framework.interface import (
     Code,
     CycleState,
@@ -43,11 +44,10 @@ from scheduler.framework.interface import (
     QueueingHintFn,
     Status,
 )
-from scheduler.podaffinity import AffinityTerm, WeightedAffinityTerm, namespace_labels, pod_affinity
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 NAME = "InterPodAffinity"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME

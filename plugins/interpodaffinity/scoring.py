@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from plugins.interpodaffinity.filtering import NO_LABELS, intern, node_memo
+from scheduler.api.podaffinity import WeightedAffinityTerm, pod_affinity
 from scheduler.framework.interface import MAX_NODE_SCORE, NodeScore
-from scheduler.podaffinity import WeightedAffinityTerm, pod_affinity
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 TopologyScore = dict[str, dict[str, int]]
 Contribution = tuple[str, str, int]

@@ -25,6 +25,15 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.api.model import (
+    NodeSelector,
+    PreferredTerm,
+    node_selector_from,
+    node_selector_matches,
+    selector_term_from,
+    term_matches,
+)
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -35,19 +44,10 @@ from scheduler.framework.interface import (
     QueueingHintFn,
     Status,
 )
-from scheduler.framework.registry import PluginSpec
-from scheduler.model import (
-    NodeSelector,
-    PreferredTerm,
-    node_selector_from,
-    node_selector_matches,
-    selector_term_from,
-    term_matches,
-)
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"

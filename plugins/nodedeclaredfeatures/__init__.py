@@ -43,12 +43,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "NodeDeclaredFeatures"
 _PRE_FILTER_KEY = "PreFilter" + NAME

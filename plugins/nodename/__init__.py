@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import CycleState, QueueingHint, QueueingHintFn, Status
-from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"

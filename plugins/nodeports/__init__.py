@@ -35,13 +35,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import CycleState, PreFilterResult, QueueingHint, QueueingHintFn, Status
 from scheduler.framework.nominator import status_nominated_node
-from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "NodePorts"
 _PRE_FILTER_KEY = "PreFilter" + NAME

@@ -9,7 +9,7 @@ kube-scheduler v1.37.2 (``pkg/scheduler/framework/plugins/noderesources/fit.go``
   sidecars, pod-level ``spec.resources`` — PodLevelResources, beta, on — and overhead; ``pod.requests``
   here). A pod whose resource quantities the API server would refuse (negative, unparsable, non-integer
   extended resources, requests above limits) is UnschedulableAndUnresolvable with the field named
-  (``scheduler.model.pod_resource_errors``): such a value never counts, let alone adds capacity.
+  (``scheduler.api.model.pod_resource_errors``): such a value never counts, let alone adds capacity.
 * Filter (``fitsRequest``): ``Too many pods`` when the node already holds ``allocatable.pods`` pods;
   then, for every resource the pod requests with a non-zero amount, ``Insufficient <resource>`` when
   ``request > allocatable - requested`` (a scalar resource the node does not list has allocatable 0).
@@ -57,17 +57,17 @@ from plugins.noderesources.scoring import (
     requested_to_capacity_ratio_scorer,
     validate_function_shape,
 )
+from scheduler.api.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_resource_errors, pod_score_requests
+from scheduler.api.validation import qualified_name_errors
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.capacity import UNBOUNDED
 from scheduler.framework.interface import Code, CycleState, QueueingHint, QueueingHintFn, Status
 from scheduler.framework.nominator import status_nominated_node
-from scheduler.framework.registry import PluginSpec
-from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_resource_errors, pod_score_requests
-from scheduler.validation import qualified_name_errors
 
 if TYPE_CHECKING:
     from plugins.dra.cel import SelectorCache
-    from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import DeviceClass, Node, Pod
+    from scheduler.api.model import DeviceClass, Node, Pod
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 NAME = "NodeResourcesFit"
 _PRE_FILTER_KEY = "PreFilter" + NAME

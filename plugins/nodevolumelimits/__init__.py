@@ -29,9 +29,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec, no_args
-from scheduler.storage import (
+from scheduler.api.storage import (
     CSI_NAME_OF_PLUGIN,
     MIGRATION_ON_PLUGINS,
     PLUGIN_OF_SOURCE,
@@ -40,11 +38,13 @@ from scheduler.storage import (
     pv_csi_volume,
     volume_is_for_pod,
 )
+from scheduler.config.registry import PluginSpec, no_args
+from scheduler.framework.interface import CycleState, PreFilterResult, Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
-    from scheduler.storage import CSIDriver, CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+    from scheduler.api.model import Pod
+    from scheduler.api.storage import CSIDriver, CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "NodeVolumeLimits"
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.nodeaffinity import required_matches
 from plugins.tainttoleration import find_untolerated_taint
-from scheduler.labelselector import LabelSelector, Requirement, selector_from, selector_from_map
-from scheduler.model import ModelError
+from scheduler.api.labelselector import LabelSelector, Requirement, selector_from, selector_from_map
+from scheduler.api.model import ModelError
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "PodTopologySpread"
 
@@ -220,7 +220,7 @@ def _set_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool
 def default_selector(pod: Pod, services: Sequence[Any], objects_of: Any) -> LabelSelector:
     """The selector of the default constraints for ``pod``.
 
-    ``services``: the Services of the pod's namespace (scheduler/workloads.py ``Service``);
+    ``services``: the Services of the pod's namespace (scheduler/api/workloads.py ``Service``);
     ``objects_of(kind)``: the snapshot's objects of a kind, keyed ``namespace/name``."""
     label_set: dict[str, str] = {}
     labels = pod.meta.labels

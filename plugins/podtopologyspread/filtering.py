@@ -32,8 +32,8 @@ from plugins.podtopologyspread.common import (
 from scheduler.framework.interface import Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"

@@ -49,14 +49,14 @@ from plugins.podtopologyspread.common import (
 )
 from plugins.podtopologyspread.filtering import PreFilterState, compute_pre_filter_state, filter_node
 from plugins.podtopologyspread.scoring import PreScoreState, compute_pre_score_state, normalize, score_node
+from scheduler.api.labelselector import LabelSelector
+from scheduler.api.model import ModelError
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.interface import CycleState, NodeScore, PreFilterResult, QueueingHint, QueueingHintFn, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.labelselector import LabelSelector
-from scheduler.model import ModelError
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME

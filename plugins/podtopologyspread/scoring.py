@@ -32,8 +32,8 @@ from plugins.podtopologyspread.common import (
 from scheduler.framework.interface import MAX_NODE_SCORE, NodeScore
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 
 @dataclass(slots=True)

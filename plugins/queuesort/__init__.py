@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import QueuedPodInfo
-from scheduler.framework.registry import PluginSpec, no_args
 
 NAME = "PrioritySort"
 

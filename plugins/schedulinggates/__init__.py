@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import Code, QueueingHint, QueueingHintFn, Status
-from scheduler.framework.registry import PluginSpec, no_args
 
 if TYPE_CHECKING:
-    from scheduler.cache import Snapshot
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import Snapshot
 
 NAME = "SchedulingGates"
 

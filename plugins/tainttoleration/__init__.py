@@ -19,14 +19,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scheduler.api.model import Taint, Toleration
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, QueueingHint, QueueingHintFn, Status
-from scheduler.framework.registry import PluginSpec, no_args
-from scheduler.model import Taint, Toleration
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Node, Pod
+    from scheduler.api.model import Node, Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "TaintToleration"
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"

@@ -60,16 +60,16 @@ from plugins.topology.graph import (
     topology_from_inputs,
 )
 from plugins.topology.scoring import SubsetTable, Value, best_set_value, describe, table_for
+from scheduler.api.model import Node, Pod, PodGroup, RequestSpec, ResourceSlice
+from scheduler.cache.ledger import DeviceID, DeviceLedger
+from scheduler.config.registry import PluginSpec
 from scheduler.framework.domains import Level, Plan, find_level, plan, shared_depth
 from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.ledger import DeviceID, DeviceLedger
-from scheduler.model import Node, Pod, PodGroup, RequestSpec, ResourceSlice
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI
-    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.api.clusterapi import ClusterAPI
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 log = structlog.get_logger("dra_scheduler.topology")
 

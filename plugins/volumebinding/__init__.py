@@ -25,7 +25,7 @@ in :mod:`plugins.volumebinding.binder`):
   upstream's ``checkBindings`` fails on (claimRef reset, selected-node dropped = provisioning failed, PV
   node affinity not matching, pod deleted) or after ``bindTimeoutSeconds`` (``binding volumes: context
   deadline exceeded``). There is no API rollback, as upstream. Polling starts at once and backs off to one
-  second (upstream waits a first second). In ``simulate``, :class:`scheduler.storage.VolumeControllers`
+  second (upstream waits a first second). In ``simulate``, :class:`scheduler.simulate.volumes.VolumeControllers`
   plays kube-controller-manager (and the external provisioner) while PreBind polls.
 * Signature: None for a pod with claims (the result depends on PVs, PVCs and classes); pods without claims
   are skipped at PreFilter and keep their reuse.
@@ -68,10 +68,8 @@ from plugins.volumebinding.binder import (
     pod_has_pvcs,
     revert_assumed_pod_volumes,
 )
-from scheduler.api import ApiError, NotFound
-from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec
-from scheduler.storage import (
+from scheduler.api.clusterapi import ApiError, NotFound
+from scheduler.api.storage import (
     ANN_BIND_COMPLETED,
     ANN_SELECTED_NODE,
     check_node_affinity,
@@ -79,11 +77,13 @@ from scheduler.storage import (
     pv_from,
     pvc_from,
 )
+from scheduler.config.registry import PluginSpec
+from scheduler.framework.interface import CycleState, PreFilterResult, Status
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI, Obj
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
+    from scheduler.api.clusterapi import ClusterAPI, Obj
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "VolumeBinding"
 DEFAULT_BIND_TIMEOUT_SECONDS = 600

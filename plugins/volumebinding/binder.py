@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from scheduler.model import Meta
-from scheduler.storage import (
+from scheduler.api.model import Meta
+from scheduler.api.storage import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     NOT_SUPPORTED_PROVISIONER,
@@ -53,8 +53,8 @@ from scheduler.storage import (
 )
 
 if TYPE_CHECKING:
-    from scheduler.cache import Snapshot
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import Snapshot
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"

@@ -26,14 +26,14 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from scheduler.api.storage import READ_WRITE_ONCE_POD, PodVolume, pod_claim_keys, pod_volumes
+from scheduler.config.registry import PluginSpec, no_args
 from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec, no_args
-from scheduler.storage import READ_WRITE_ONCE_POD, PodVolume, pod_claim_keys, pod_volumes
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo, Snapshot
-    from scheduler.model import Pod
-    from scheduler.storage import PersistentVolumeClaim
+    from scheduler.api.model import Pod
+    from scheduler.api.storage import PersistentVolumeClaim
+    from scheduler.cache.cache import NodeInfo, Snapshot
 
 NAME = "VolumeRestrictions"
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"

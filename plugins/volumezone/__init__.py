@@ -21,9 +21,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from scheduler.framework.interface import CycleState, PreFilterResult, Status
-from scheduler.framework.registry import PluginSpec, no_args
-from scheduler.storage import (
+from scheduler.api.storage import (
     LABEL_BETA_REGION,
     LABEL_BETA_ZONE,
     LABEL_REGION,
@@ -31,11 +29,13 @@ from scheduler.storage import (
     pod_volumes,
     pv_zone_topologies,
 )
+from scheduler.config.registry import PluginSpec, no_args
+from scheduler.framework.interface import CycleState, PreFilterResult, Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.model import Pod
-    from scheduler.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
+    from scheduler.api.model import Pod
+    from scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
+    from scheduler.cache.cache import NodeInfo
 
 NAME = "VolumeZone"
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"

@@ -41,12 +41,20 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.helpers import max_normalization, min_max_normalization
-from scheduler.framework.interface import MAX_NODE_SCORE, Code, CycleState, ScoreNormalizer, Status
+from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    Code,
+    CycleState,
+    Metrics,
+    NodeTokenPlugin,
+    ScoreNormalizer,
+    Status,
+)
+from scheduler.framework.scoring import WeightedScorer, normalized_row
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo
-    from scheduler.framework.runtime import Framework, WeightedScorer
-    from scheduler.model import Pod
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import NodeInfo
 
 MAX_BATCHES = 256  # signatures kept (least recently used dropped): each holds a few lists as long as the nodes
 
@@ -61,7 +69,34 @@ class NodeTokenChanges(Protocol):
 
 
 # A node's verdict: None (unknown: never filtered, or changed since), else its Filter status.
+REUSED_REJECTIONS = "framework/reused-rejections"  # CycleState key: rejections lent by equal pods
 _OK = Status.ok()
+
+
+class BatchHost(Protocol):
+    """What the batch runner uses of its :class:`~scheduler.framework.runtime.Framework` (which imports this
+    module: the runner sees the framework through this protocol, not through its module)."""
+
+    @property
+    def _tokeners(self) -> Sequence[NodeTokenPlugin]: ...
+
+    @property
+    def scorers(self) -> Sequence[WeightedScorer]: ...
+
+    @property
+    def owners(self) -> dict[str, Pod]: ...
+
+    @property
+    def memo_stats(self) -> dict[str, int]: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status: ...
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status: ...
+
+    def _timed(self, point: str, start: float, status: Status) -> Status: ...
 
 
 class _Scores:
@@ -202,7 +237,7 @@ class Batch:
 class BatchRunner:
     """The batches of one framework (profile) and the walk that uses them (see the module docstring)."""
 
-    def __init__(self, fw: Framework) -> None:
+    def __init__(self, fw: BatchHost) -> None:
         self.fw = fw
         self.batches: dict[Hashable, Batch] = {}
         self.tokeners: list[NodeTokenChanges] = []
@@ -308,8 +343,6 @@ class BatchRunner:
 
     def _statuses(self, state: CycleState, pod: Pod, b: Batch, offset: int) -> dict[str, Status]:
         """Every node's status in walk order; those another pod's Filter gave are noted for ``own_rejections``."""
-        from scheduler.framework.runtime import REUSED_REJECTIONS
-
         n = len(b.names)
         out: dict[str, Status] = {}
         reused: dict[str, Pod | None] = {}  # node -> the pod whose Filter gave its status
@@ -409,8 +442,6 @@ class BatchRunner:
         t0: float,
     ) -> int:
         """``Framework.run_score`` on the window, from the kept raw scores (its normalisation, checks, errors)."""
-        from scheduler.framework.runtime import normalized_row
-
         fw = self.fw
         names = [b.names[p] for p in win]
         totals = [0] * len(win)

@@ -1,6 +1,6 @@
 """Extension points of the group capacity bound: how many members of a group fit on a node, at most.
 
-Before searching a placement for a group (gang), the engine (:mod:`scheduler.gang_capacity`) bounds, for every
+Before searching a placement for a group (gang), the engine (:mod:`scheduler.gang.capacity`) bounds, for every
 member class (members asking for the same thing) and node, how many of its members can fit there together, and
 sums the bounds over the nodes to reject at once a group that cannot fit, with a message saying what is short
 ("not enough devices of class gpu.nvidia.com: 1,025 needed, 1,024 free ..."). The engine keeps what is generic:
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeInfo, Snapshot
+    from scheduler.api.model import DeviceClass
+    from scheduler.cache.cache import NodeInfo, Snapshot
     from scheduler.framework.interface import CycleState
-    from scheduler.model import DeviceClass
 
 # "no bound": more members than any group has
 UNBOUNDED = 1 << 30

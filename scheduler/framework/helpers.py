@@ -1,11 +1,12 @@
-"""Small helpers shared by plugins."""
+"""Small helpers shared by plugins and the engine (score normalisation, the FitError message)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from scheduler.framework.interface import NodeScore
+from scheduler.framework.interface import NodeScore, Status
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MAX_NORMALIZED = "_max_normalized_reverse"
@@ -80,3 +81,13 @@ def min_max_normalization(plugin: object) -> int | None:
         return None
     floor = getattr(plugin, attr, None)
     return floor if isinstance(floor, int) and not isinstance(floor, bool) else None
+
+
+def fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:
+    """kube-scheduler's FitError message: '0/N nodes are available: <count> <reason>, ...'."""
+    counts: Counter[str] = Counter()
+    for st in statuses.values():
+        for r in st.reasons or ("unknown reason",):
+            counts[r] += 1
+    parts = sorted(f"{n} {r}" for r, n in counts.items())
+    return f"0/{num_nodes} nodes are available: {', '.join(parts)}."

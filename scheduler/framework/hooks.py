@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from scheduler.cache import Snapshot
-    from scheduler.scheduler import Scheduler
+    from scheduler.cache.cache import Snapshot
+    from scheduler.framework.runtime import Framework
 
 # (driver, pool, device), as in a claim's ``status.allocation.devices.results``
 DeviceID = tuple[str, str, str]
@@ -43,7 +43,7 @@ REAL_CLOCK = BindingClock(time.monotonic, time.time, asyncio.sleep)
 
 
 class ManualClock(Protocol):
-    """A clock a test or ``simulate`` moves by hand (``scheduler.simulate.FakeClock``)."""
+    """A clock a test or ``simulate`` moves by hand (``scheduler.simulate.simulation.FakeClock``)."""
 
     def now(self) -> float: ...
 
@@ -68,7 +68,15 @@ class BindingClockAware(Protocol):
     binding_clock: BindingClock
 
 
-def use_binding_clock(scheduler: Scheduler, clock: BindingClock) -> None:
+class Profiles(Protocol):
+    """What the hooks read of a scheduler (:class:`scheduler.loop.scheduler.Scheduler`): its frameworks by
+    scheduler name."""
+
+    @property
+    def profiles(self) -> Mapping[str, Framework]: ...
+
+
+def use_binding_clock(scheduler: Profiles, clock: BindingClock) -> None:
     """Give every plugin of every profile of ``scheduler`` that reads a binding clock this one (``simulate``:
     its fake clock)."""
     for fw in scheduler.profiles.values():
@@ -85,7 +93,7 @@ class DeviceExplainer(Protocol):
     def explain_devices(self, snap: Snapshot, node: str, devices: Sequence[DeviceID]) -> str: ...
 
 
-def device_explainers(scheduler: Scheduler) -> dict[str, list[DeviceExplainer]]:
+def device_explainers(scheduler: Profiles) -> dict[str, list[DeviceExplainer]]:
     """Scheduler name -> the plugins of that profile that explain devices, in the profile's order."""
     out: dict[str, list[DeviceExplainer]] = {}
     for name, fw in scheduler.profiles.items():

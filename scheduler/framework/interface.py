@@ -25,12 +25,11 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI
-    from scheduler.cache import Cache, NodeInfo, Snapshot
+    from scheduler.api.clusterapi import ClusterAPI
+    from scheduler.api.model import DeviceResult, Pod, PodGroup
+    from scheduler.cache.cache import Cache, NodeInfo, Snapshot
+    from scheduler.cache.ledger import DeviceLedger
     from scheduler.framework.domains import Level, Plan
-    from scheduler.framework.runtime import DryRun
-    from scheduler.ledger import DeviceLedger
-    from scheduler.model import DeviceResult, Pod, PodGroup
 
 
 class Code(IntEnum):
@@ -375,7 +374,7 @@ class QueueingHint(IntEnum):
 QueueingHintFn = Callable[["Pod", Any, Any], QueueingHint]
 """``(pod, old, new) -> QueueingHint`` for one registered event (upstream ``QueueingHintFn``). ``pod`` is the
 waiting pod the plugin rejected; ``old`` / ``new`` are the event's objects as the cache holds them (typed values
-of :mod:`scheduler.model`: ``old`` is None for an Add, ``new`` None for a Delete). Pure and quick: it runs for
+of :mod:`scheduler.api.model`: ``old`` is None for an Add, ``new`` None for a Delete). Pure and quick: it runs for
 every waiting pod the plugin rejected, on the event loop, and must not do I/O. Raising counts as ``QUEUE``."""
 
 
@@ -393,7 +392,7 @@ class QueueingHintExtensions(Protocol):
 
 # --- the PodGroup (gang) cycle -----------------------------------------------------------------------------------
 #
-# The group cycle (scheduler/gang.py; upstream kubernetes v1.37.2 pkg/scheduler/schedule_one_podgroup.go, KEP-4671
+# The group cycle (scheduler/gang/cycle.py; upstream kubernetes v1.37.2 pkg/scheduler/schedule_one_podgroup.go, KEP-4671
 # gang scheduling, KEP-5732 topology-aware workload scheduling) places a PodGroup's pending members together through
 # the pod points above (PreFilter, Filter, Score, Reserve, PreBind, Bind for each member) and through these group
 # points. Like the pod points they are discovered with ``isinstance`` over a profile's plugin instances
@@ -572,16 +571,67 @@ class BindingNotePlugin(Protocol):
 
 
 MAX_NODE_SCORE = 100
-EXTENSION_POINTS = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-)
+
+
+class Metrics(Protocol):
+    def observe_extension_point(self, point: str, status: Code, seconds: float) -> None: ...
+
+    def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
+
+
+class NullMetrics:
+    def observe_extension_point(self, point: str, status: Code, seconds: float) -> None:
+        return None
+
+    def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
+        return None
+
+
+class DryRun:
+    """Filter a pod on a node with some pods removed, without touching the cycle (upstream
+    ``SelectVictimsOnNode``'s NodeInfo copy and cloned CycleState).
+
+    The NodeInfo is rebuilt through the cache's constructor from the node's pods minus the removed ones (so
+    every derived field and memo is fresh); each removal / re-addition goes through the PreFilter plugins'
+    ``remove_pod`` / ``add_pod`` on a clone of the cycle state (DynamicResources then treats a victim's claims
+    as free when no surviving pod reserves them). A pod on another node (a gang victim spanning nodes) is only
+    passed to the extensions, with that node's NodeInfo, as upstream does. ``fits`` runs the filters with the
+    nominated pods, never through the equal-pod reuse memo.
+    """
+
+    __slots__ = ("_node", "base", "fw", "pod", "removed", "state")
+
+    def __init__(self, fw: FrameworkHandle, state: CycleState, pod: Pod, node: NodeInfo) -> None:
+        self.fw = fw
+        self.pod = pod
+        self.base = node
+        self.state = state.clone()
+        self.removed: dict[str, Pod] = {}
+        self._node: NodeInfo | None = node
+
+    @property
+    def node(self) -> NodeInfo:
+        if self._node is None:
+            from scheduler.cache.cache import _node_info
+
+            self._node = _node_info(
+                self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed}
+            )
+        return self._node
+
+    def remove(self, victim: Pod, remote: NodeInfo | None = None) -> Status:
+        if remote is not None and remote.name != self.base.name:
+            return self.fw.run_pre_filter_extension_remove_pod(self.state, self.pod, victim, remote)
+        self.removed[victim.key] = victim
+        self._node = None
+        return self.fw.run_pre_filter_extension_remove_pod(self.state, self.pod, victim, self.node)
+
+    def add(self, victim: Pod, remote: NodeInfo | None = None) -> Status:
+        if remote is not None and remote.name != self.base.name:
+            return self.fw.run_pre_filter_extension_add_pod(self.state, self.pod, victim, remote)
+        self.removed.pop(victim.key, None)
+        self._node = None
+        return self.fw.run_pre_filter_extension_add_pod(self.state, self.pod, victim, self.node)
+
+    def fits(self) -> Status:
+        return self.fw.run_filter_with_nominated_pods(self.state, self.pod, self.node)

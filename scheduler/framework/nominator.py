@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.model import Pod
+from scheduler.api.model import Pod
 
 OVERRIDE = "Override"
 NOOP = "Noop"

@@ -19,9 +19,9 @@ pod are filtered or scored again); ``run_filter_memo`` / ``_raw_scores`` reuse p
 nominated node, the gang cycle). ``DRA_SCHEDULER_REUSE`` = ``batch`` (default), ``memo`` or ``off`` picks how much is
 reused; the results are the same (tests/test_batching.py).
 
-The group cycle's points (scheduler/gang.py) are found once per profile by the ``*_plugins`` / ``placement_generator``
-/ ``group_member_scorer`` / ``joint_allocator`` helpers; ``run_pod_group_post_filter`` is upstream's
-``RunPodGroupPostFilterPlugins`` and ``binding_note`` asks every BindingNote plugin.
+The group cycle's points (scheduler/gang/cycle.py) are found once per profile by the ``*_plugins`` /
+``placement_generator`` / ``group_member_scorer`` / ``joint_allocator`` helpers; ``run_pod_group_post_filter`` is
+upstream's ``RunPodGroupPostFilterPlugins`` and ``binding_note`` asks every BindingNote plugin.
 """
 
 from __future__ import annotations
@@ -29,23 +29,24 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from scheduler.framework.batch import BatchRunner
+from scheduler.framework.batch import REUSED_REJECTIONS, BatchRunner
 from scheduler.framework.interface import (
-    MAX_NODE_SCORE,
     BindingNotePlugin,
     BindPlugin,
     Code,
     CycleState,
+    DryRun,
     EnqueueExtensions,
     FilterPlugin,
     GroupMemberScorePlugin,
     HandleAware,
     JointAllocationPlugin,
+    Metrics,
     NodeScore,
     NodeTokenPlugin,
+    NullMetrics,
     PermitPlugin,
     PlacementGeneratePlugin,
     PodGroupInfo,
@@ -65,70 +66,27 @@ from scheduler.framework.interface import (
     QueueingHintFn,
     QueueSortPlugin,
     ReservePlugin,
-    ScoreNormalizer,
     ScorePlugin,
     SignPlugin,
     Status,
     UnreserveWriter,
 )
 from scheduler.framework.nominator import NOOP, Nominator, status_nominated_node
+from scheduler.framework.scoring import FrameworkError, WeightedScorer, normalized_row
 
 if TYPE_CHECKING:
-    from scheduler.api import ClusterAPI
-    from scheduler.cache import Cache, NodeInfo, Snapshot
-    from scheduler.config import Profile
-    from scheduler.framework.registry import PluginSpec
-    from scheduler.model import Pod
-
-
-class Metrics(Protocol):
-    def observe_extension_point(self, point: str, status: Code, seconds: float) -> None: ...
-
-    def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
+    from scheduler.api.clusterapi import ClusterAPI
+    from scheduler.api.model import Pod
+    from scheduler.cache.cache import Cache, NodeInfo, Snapshot
+    from scheduler.config.registry import PluginSpec
+    from scheduler.config.schedulerconfig import Profile
 
 
 _MISSING: Any = object()
-REUSED_REJECTIONS = "framework/reused-rejections"
 _ScoreEntry = tuple[int, Hashable, tuple[int, ...]]  # (NodeInfo.version, node token, raw scores)
 # Signatures remembered (least recently used forgotten, with their memos and batch): the equal-pod reuse needs the
 # signatures of the pods being scheduled now, and a long-running scheduler sees new ones all the time.
 MAX_SIGNATURES = 512
-
-
-class NullMetrics:
-    def observe_extension_point(self, point: str, status: Code, seconds: float) -> None:
-        return None
-
-    def observe_plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
-        return None
-
-
-class FrameworkError(Exception):
-    pass
-
-
-def normalized_row(p: ScorePlugin, state: CycleState, pod: Pod, names: Sequence[str], row: list[int]) -> list[int]:
-    """One score plugin's raw scores over ``names`` after its NormalizeScore (if any), checked to be within
-    [0, MAX_NODE_SCORE] (upstream ``runScorePlugins``): shared by ``run_score`` and the batch's windows."""
-    if isinstance(p, ScoreNormalizer):
-        scores = [NodeScore(nm, v) for nm, v in zip(names, row, strict=True)]
-        st = p.normalize_score(state, pod, scores)
-        if not st.is_success:
-            raise FrameworkError(f"{p.name}: normalize score: {st.message}")
-        row = [s.score for s in scores]
-    if min(row, default=0) < 0 or max(row, default=0) > MAX_NODE_SCORE:
-        bad = next(i for i, v in enumerate(row) if not 0 <= v <= MAX_NODE_SCORE)
-        raise FrameworkError(
-            f"plugin {p.name} returned an invalid score {row[bad]} for node {names[bad]}: "
-            f"must be in [0, {MAX_NODE_SCORE}]"
-        )
-    return row
-
-
-@dataclass(frozen=True, slots=True)
-class WeightedScorer:
-    plugin: ScorePlugin
-    weight: int
 
 
 class Framework:
@@ -457,7 +415,7 @@ class Framework:
             rejector = rejector or p.name
         return result, self._timed("PostFilter", start, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector))
 
-    # --- the PodGroup cycle's points (scheduler/gang.py) ----------------------------------------------
+    # --- the PodGroup cycle's points (scheduler/gang/cycle.py) ----------------------------------------------
     #
     # Found once per profile with ``isinstance`` (a runtime-checkable Protocol check is slow: never per call).
 
@@ -596,7 +554,7 @@ class Framework:
         nominated = self._ge_nominated(pod, node.name)
         if not nominated:
             return False, state, node, Status.ok()
-        from scheduler.cache import _node_info
+        from scheduler.cache.cache import _node_info
 
         pods = {p.key: p for p in node.pod_list}
         for p in nominated:
@@ -754,52 +712,3 @@ class Framework:
             if isinstance(p, UnreserveWriter):
                 await p.rollback(state, pod, node, api)
 
-
-class DryRun:
-    """Filter a pod on a node with some pods removed, without touching the cycle (upstream
-    ``SelectVictimsOnNode``'s NodeInfo copy and cloned CycleState).
-
-    The NodeInfo is rebuilt through the cache's constructor from the node's pods minus the removed ones (so
-    every derived field and memo is fresh); each removal / re-addition goes through the PreFilter plugins'
-    ``remove_pod`` / ``add_pod`` on a clone of the cycle state (DynamicResources then treats a victim's claims
-    as free when no surviving pod reserves them). A pod on another node (a gang victim spanning nodes) is only
-    passed to the extensions, with that node's NodeInfo, as upstream does. ``fits`` runs the filters with the
-    nominated pods, never through the equal-pod reuse memo.
-    """
-
-    __slots__ = ("_node", "base", "fw", "pod", "removed", "state")
-
-    def __init__(self, fw: Framework, state: CycleState, pod: Pod, node: NodeInfo) -> None:
-        self.fw = fw
-        self.pod = pod
-        self.base = node
-        self.state = state.clone()
-        self.removed: dict[str, Pod] = {}
-        self._node: NodeInfo | None = node
-
-    @property
-    def node(self) -> NodeInfo:
-        if self._node is None:
-            from scheduler.cache import _node_info
-
-            self._node = _node_info(
-                self.base.node, {p.key: p for p in self.base.pod_list if p.key not in self.removed}
-            )
-        return self._node
-
-    def remove(self, victim: Pod, remote: NodeInfo | None = None) -> Status:
-        if remote is not None and remote.name != self.base.name:
-            return self.fw.run_pre_filter_extension_remove_pod(self.state, self.pod, victim, remote)
-        self.removed[victim.key] = victim
-        self._node = None
-        return self.fw.run_pre_filter_extension_remove_pod(self.state, self.pod, victim, self.node)
-
-    def add(self, victim: Pod, remote: NodeInfo | None = None) -> Status:
-        if remote is not None and remote.name != self.base.name:
-            return self.fw.run_pre_filter_extension_add_pod(self.state, self.pod, victim, remote)
-        self.removed.pop(victim.key, None)
-        self._node = None
-        return self.fw.run_pre_filter_extension_add_pod(self.state, self.pod, victim, self.node)
-
-    def fits(self) -> Status:
-        return self.fw.run_filter_with_nominated_pods(self.state, self.pod, self.node)

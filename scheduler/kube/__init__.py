@@ -1,5 +1,11 @@
-"""The live side: connection to the API server, informers, leader election, configuration watch.
+"""Room ``kube``: the live process, ``dra-scheduler run``.
 
-Everything here talks JSON dicts over HTTP (:mod:`scheduler.kube.http`: asyncio and httptools); kubernetes-asyncio is
-used only to read a kubeconfig or the in-cluster service account. No generated models on the hot path.
+The connection to the API server (``client``, ``http``, ``kubeconfig``, ``resources``: JSON dicts over
+asyncio and httptools; kubernetes-asyncio is used only to read a kubeconfig or the in-cluster service account),
+the ``informer``\\ s that feed the cache, Events (``events``), leader election (``leader``), the configuration
+watch (``configwatch``), the PodGroup status controller, metrics, health endpoints, memory reports, and
+``run``, which wires them around the loop.
+
+May import: every room below it (``api``, ``config``, ``cache``, ``framework``, ``gang``, ``loop``); not
+``simulate``.
 """

@@ -1,4 +1,4 @@
-"""The connection to the API server and :class:`LiveAPI`, the live :class:`~scheduler.api.ClusterAPI`.
+"""The connection to the API server and :class:`LiveAPI`, the live :class:`~scheduler.api.clusterapi.ClusterAPI`.
 
 * Connection settings come from kubectl's loading rules (``--kubeconfig``, else ``$KUBECONFIG`` merged,
   else ``~/.kube/config``, else the in-cluster service account; ``--context``), resolved by
@@ -47,7 +47,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.api import ApiError, Conflict, Invalid, NotFound, Obj, write_sequence
+from scheduler.api.clusterapi import ApiError, Conflict, Invalid, NotFound, Obj, write_sequence
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.http import ConnectFailed, ExchangeFailed, HttpClient, Stream, TransportError
 from scheduler.kube.resources import ALTERNATIVES, OPTIONAL, POD, Resource, dumps, loads, resource_for, trim
@@ -114,7 +114,7 @@ class TokenBucket:
 
     1. **Leases** (leader election), first come, first served: a renewal never waits behind scheduling
        writes, so a busy scheduler does not lose its Lease (``acquire(critical=True)``).
-    2. **Binding cycles, oldest first**: a request made inside :func:`scheduler.api.pod_writes` carries the
+    2. **Binding cycles, oldest first**: a request made inside :func:`scheduler.api.clusterapi.pod_writes` carries the
        number of its binding cycle; the waiting request of the oldest cycle goes first, ties in arrival
        order. A pod's next write (allocation after finalizer, Binding after allocation) therefore overtakes
        the first writes of every pod scheduled after it, and pods are bound one after another from the
@@ -167,7 +167,7 @@ class TokenBucket:
 
     @property
     def pods_waiting(self) -> int:
-        """Requests of binding cycles (:func:`scheduler.api.pod_writes`) waiting for a token now."""
+        """Requests of binding cycles (:func:`scheduler.api.clusterapi.pod_writes`) waiting for a token now."""
         return self._queue.pods_waiting
 
     async def acquire(self, priority: int | None = None, *, critical: bool = False) -> None:
@@ -667,7 +667,7 @@ class KubeConnection:
         """Send one request and return the decoded JSON answer (``None`` for an empty body).
 
         Its turn at the rate limiter, and then for a place among the requests in flight (:class:`InFlight`):
-        a Lease request first, a request inside a binding cycle (:func:`scheduler.api.pod_writes`) by the
+        a Lease request first, a request inside a binding cycle (:func:`scheduler.api.clusterapi.pod_writes`) by the
         age of its cycle, anything else first come, first served (:class:`TokenBucket`).
 
         Retried (up to RETRIES times, with backoff) only when the server cannot have acted on it: 429
@@ -807,8 +807,8 @@ def now_rfc3339(micro: bool = False) -> str:
 
 
 class LiveAPI:
-    """:class:`~scheduler.api.ClusterAPI` over a :class:`KubeConnection`, with the same semantics as
-    :class:`~scheduler.memapi.InMemoryAPI` (optimistic concurrency, UID-guarded binding)."""
+    """:class:`~scheduler.api.clusterapi.ClusterAPI` over a :class:`KubeConnection`, with the same semantics as
+    :class:`~scheduler.simulate.memapi.InMemoryAPI` (optimistic concurrency, UID-guarded binding)."""
 
     def __init__(
         self,

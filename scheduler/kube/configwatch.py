@@ -20,8 +20,14 @@ from typing import Any
 
 import structlog
 
-from scheduler.api import ApiError, NotFound, Obj
-from scheduler.config import CONFIGMAP_KEY, ConfigError, SchedulerConfig, config_from_document, load_config_file
+from scheduler.api.clusterapi import ApiError, NotFound, Obj
+from scheduler.config.schedulerconfig import (
+    CONFIGMAP_KEY,
+    ConfigError,
+    SchedulerConfig,
+    config_from_document,
+    load_config_file,
+)
 from scheduler.kube.client import KubeConnection, LiveAPI
 from scheduler.kube.informer import Informer
 from scheduler.kube.resources import CONFIGMAP

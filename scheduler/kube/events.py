@@ -50,15 +50,12 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
-from scheduler.api import ApiError, NotFound, Obj
+from scheduler.api.clusterapi import ApiError, NotFound, Obj
 from scheduler.kube.resources import EVENT
-
-if TYPE_CHECKING:
-    from scheduler.kube.client import KubeConnection
 
 log = structlog.get_logger("dra_scheduler.kube.events")
 
@@ -68,6 +65,13 @@ SERIES_INTERVAL = 30.0  # how often the count of a running series is written (up
 WRITERS = 8  # Events written at the same time (upstream: a goroutine per Event, bounded by the limiter only)
 MAX_DEFER = 5.0  # the longest an Event waits for scheduling writes to stop queueing (``yield_to``)
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class EventConnection(Protocol):
+    """What the recorder uses of its :class:`~scheduler.kube.client.KubeConnection` (the client module
+    imports this one to build the recorder, so the recorder sees the connection through this protocol)."""
+
+    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = ...) -> Any: ...
 RESULTS = ("posted", "updated", "aggregated", "dropped", "failed")
 
 EventKey = tuple[str, ...]
@@ -121,7 +125,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        conn: KubeConnection,
+        conn: EventConnection,
         *,
         queue_size: int = QUEUE_SIZE,
         finish_after: float = FINISH_AFTER,

@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.api import ApiError, Obj
+from scheduler.api.clusterapi import ApiError, Obj
 from scheduler.kube.client import KubeConnection, iter_lines
 from scheduler.kube.http import Stream, TransportError
 from scheduler.kube.resources import Resource, loads, object_key, resource_version, trim

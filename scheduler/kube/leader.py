@@ -9,7 +9,7 @@
   lost its lease must not keep writing with a cache it can no longer trust, kubernetes#81306).
 * ``release`` (graceful shutdown) empties the holder so a standby takes over at once.
 * Faster than client-go, with the same safety rule: a standby fed the Lease's watch events (``observe``, wired
-  by scheduler/run.py) sees each renewal when it happens instead of at its next poll (up to a retry period
+  by scheduler/kube/run.py) sees each renewal when it happens instead of at its next poll (up to a retry period
   late), and it tries again at the moment the lease expires by its clock instead of at its next tick. So it
   takes a dead leader's lease at expiry + one request (issue 24: takeover = expiry + < 1 s), where polling
   alone takes expiry + up to two retry periods. The expiry test itself is client-go's: ``lease_duration``
@@ -33,12 +33,12 @@ from typing import Any
 
 import structlog
 
-from scheduler.api import ApiError, ClusterAPI, Conflict, NotFound, Obj
+from scheduler.api.clusterapi import ApiError, ClusterAPI, Conflict, NotFound, Obj
+from scheduler.config.schedulerconfig import JITTER_FACTOR, validate_timing
 
 log = structlog.get_logger("dra_scheduler.leader")
 
 
-JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
 EXPIRY_MARGIN = 0.01  # a standby's attempt this long after the lease it watches expires
 
 
@@ -49,29 +49,6 @@ def _rv(obj: Obj) -> int | None:
         return int(obj.get("metadata", {}).get("resourceVersion"))
     except (TypeError, ValueError):
         return None
-
-
-def validate_timing(
-    lease_duration: float,
-    renew_deadline: float,
-    retry_period: float,
-    names: tuple[str, str, str] = ("leaseDuration", "renewDeadline", "retryPeriod"),
-) -> list[str]:
-    """client-go ``NewLeaderElector``'s checks (leaderelection.go v0.37.2), naming the fields as ``names``
-    (config fields or flags): lease > renew deadline > retry period × 1.2, each > 0."""
-    lease, renew, retry = names
-    errs: list[str] = []
-    if lease_duration <= renew_deadline:
-        errs.append(f"{lease}: must be greater than {renew} ({lease_duration:g}s <= {renew_deadline:g}s)")
-    if renew_deadline <= JITTER_FACTOR * retry_period:
-        errs.append(
-            f"{renew}: must be greater than {retry} × {JITTER_FACTOR:g} "
-            f"({renew_deadline:g}s <= {JITTER_FACTOR * retry_period:g}s)"
-        )
-    for name, v in ((lease, lease_duration), (renew, renew_deadline), (retry, retry_period)):
-        if not v > 0:
-            errs.append(f"{name}: must be greater than zero")
-    return errs
 
 
 def default_identity() -> str:
@@ -249,7 +226,7 @@ class LeaderElector:
         }
 
     def observe(self, lease: Obj) -> None:
-        """The Lease as a watch event delivered it (scheduler/run.py's Lease informer): note a new record at
+        """The Lease as a watch event delivered it (scheduler/kube/run.py's Lease informer): note a new record at
         the moment it arrives. Only a newer resourceVersion than the last seen counts (a watch replaying an
         old state must not make an expired lease look fresh)."""
         if lease.get("metadata", {}).get("name") != self.name:

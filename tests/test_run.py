@@ -467,7 +467,7 @@ async def test_the_running_process_trims_the_c_heap_periodically(
     """``memory_trim_interval``: glibc's malloc_trim every so often (SchedulerApp._trim_loop), so pages of freed
     chunks inside the C library's heaps go back to the kernel (issue 24: a soak leader's RSS climbed while its live
     objects were flat); ``<= 0`` turns it off."""
-    from scheduler import memory
+    from scheduler.kube import memory
 
     calls: list[float] = []
     monkeypatch.setattr(memory, "can_trim", lambda: True)

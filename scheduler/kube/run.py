@@ -562,7 +562,7 @@ class SchedulerApp:
         return out
 
     async def _trim_loop(self) -> None:
-        """Every ``memory_trim_interval`` s, glibc's ``malloc_trim(0)`` (scheduler/memory.py). Objects over 512
+        """Every ``memory_trim_interval`` s, glibc's ``malloc_trim(0)`` (scheduler/kube/memory.py). Objects over 512
         bytes (API answers' bytes, decoded strings, dict and list tables) come from the C library's heap, which
         keeps the pages of freed chunks in the middle of its heaps: under churn the resident set of a long-running
         process climbs while its live objects do not (issue 24: a soak leader's RSS rose 4-5 MiB between two

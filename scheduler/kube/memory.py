@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import itertools
 import os
 import re
 import sys
@@ -99,3 +100,100 @@ def malloc_trim() -> bool | None:
     if libc is None:
         return None
     return bool(libc.malloc_trim(0))
+
+
+def _edge_label(parent: Any, child: Any) -> str:
+    """How ``parent`` refers to ``child``, for a cycle's description: a dict key, a list index, an attribute
+    (through ``__dict__`` or a slot), a closure cell, or nothing known."""
+    if isinstance(parent, dict):
+        for k, v in parent.items():
+            if v is child:
+                return f"[{k!r}]"[:60]
+            if k is child:
+                return "(key)"
+    elif isinstance(parent, (list, tuple)):
+        for i, v in enumerate(parent):
+            if v is child:
+                return f"[{i}]"
+    else:
+        attrs = getattr(parent, "__dict__", None)
+        if attrs is child:
+            return ".__dict__"
+        if isinstance(attrs, dict):  # an inline (managed) __dict__: the referents are its values
+            for k, v in attrs.items():
+                if v is child:
+                    return f".{k}"
+        for klass in type(parent).__mro__:
+            for slot in getattr(klass, "__slots__", ()):
+                if isinstance(slot, str) and getattr(parent, slot, None) is child:
+                    return f".{slot}"
+        for name in ("cell_contents", "__closure__", "__self__", "__func__", "f_locals", "tb_frame", "tb_next"):
+            with contextlib.suppress(Exception):
+                if getattr(parent, name) is child:
+                    return f".{name}"
+    return ""
+
+
+def describe_cycles(garbage: list[Any], samples_per_type: int = 1, types: int = 8) -> list[str]:
+    """For the most numerous types in ``garbage`` (what a ``DEBUG_SAVEALL`` collection kept), the shortest
+    reference cycle through one sample object, written ``Type.attr -> Type[key] -> ...``: which references
+    make that garbage cyclic, so the cycle can be broken in the code (issue 24's live leader). Walks only
+    references among the garbage objects (``gc.get_referents``)."""
+    import gc
+    from collections import Counter, deque
+
+    ids = {id(o) for o in garbage}
+    by_type: dict[str, list[Any]] = {}
+    for o in garbage:
+        by_type.setdefault(type(o).__qualname__, []).append(o)
+    out: list[str] = []
+    seen_shapes: set[str] = set()
+    for name, _ in Counter({k: len(v) for k, v in by_type.items()}).most_common(types):
+        for start in by_type[name][:samples_per_type]:
+            prev: dict[int, Any] = {id(start): None}
+            objs = {id(start): start}
+            q = deque([start])
+            found = None
+            while q and found is None and len(prev) < 200_000:
+                cur = q.popleft()
+                for ref in gc.get_referents(cur):
+                    if ref is start:
+                        found = cur
+                        break
+                    if id(ref) in ids and id(ref) not in prev:
+                        prev[id(ref)] = cur
+                        objs[id(ref)] = ref
+                        q.append(ref)
+            if found is None:
+                continue
+            chain = [found]
+            while chain[-1] is not start:
+                chain.append(prev[id(chain[-1])])
+            chain.reverse()  # start ... found, and found refers to start
+            chain.append(start)
+            hops = [type(chain[0]).__qualname__]
+            for parent, child in itertools.pairwise(chain):
+                hops.append(f"{_edge_label(parent, child)} -> {type(child).__qualname__}")
+            shape = "".join(hops)
+            if shape not in seen_shapes:
+                seen_shapes.add(shape)
+                out.append(shape)
+    return out
+
+
+def collect_and_trim(full_collection: bool = True) -> dict[str, Any]:
+    """One round of the live process's memory upkeep: a full cyclic collection (``gc.collect()``, when asked),
+    then glibc's ``malloc_trim(0)``. Returns what it did: ``unreachable`` (objects the collection found),
+    ``collect_ms``, ``rss_before_kib``/``rss_kib`` around the trim, ``trimmed`` (:func:`malloc_trim`'s answer)."""
+    import gc
+    import time
+
+    out: dict[str, Any] = {}
+    if full_collection:
+        t0 = time.perf_counter()
+        out["unreachable"] = gc.collect()
+        out["collect_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    out["rss_before_kib"] = rss_kib()
+    out["trimmed"] = malloc_trim()
+    out["rss_kib"] = rss_kib()
+    return out

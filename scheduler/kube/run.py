@@ -286,7 +286,8 @@ class SchedulerApp:
         try:
             unreachable = gc.collect()
             garbage = Counter(type(o).__qualname__ for o in gc.garbage)
-            cycles = memory.describe_cycles(gc.garbage) if os.environ.get("DRA_SCHEDULER_DESCRIBE_CYCLES") else []
+            describe = os.environ.get("DRA_SCHEDULER_DESCRIBE_CYCLES", "")  # how many types (1: 8)
+            cycles = memory.describe_cycles(gc.garbage, types=max(8, int(describe))) if describe.isdigit() else []
         finally:
             gc.set_debug(0)
             gc.garbage.clear()

@@ -141,28 +141,37 @@ def launch(b: Bench, sched: str, qps: float, burst: int) -> Launched:
     return Launched(pid, lambda: cluster.kube_scheduler_down(b.run_dir), ready_at, cpu_seconds(pid))
 
 
-def workload(sched: str, n: int) -> list[JSON]:
+def workload(sched: str, n: int, round_tag: str = "") -> list[JSON]:
+    """``n`` one-GPU template-claim pods for ``sched``. ``round_tag`` makes the names differ between rounds: pods
+    named as the round before's, created while kube-controller-manager still deletes that round's claims, were
+    seen to wait over 900 s for theirs (10,000 pods, twice)."""
     pods = []
     for i in range(n):
-        p = gpu_pod(NAMESPACE, f"tp-{i:04d}", template=TEMPLATE, fleet=FLEET)
+        p = gpu_pod(NAMESPACE, f"tp{round_tag}-{i:04d}", template=TEMPLATE, fleet=FLEET)
         p["spec"]["schedulerName"] = SCHEDULER_NAMES[sched]
         pods.append(p)
     return pods
 
 
+CLAIMS_SEEN: dict[str, int] = {}
+
+
 def claims_ready(kube: Kube, n: int) -> bool:
-    """kube-controller-manager made every pod's claim and wrote it into the pod's status."""
-    if len(kube.list("ResourceClaim", NAMESPACE)) < n:
-        return False
+    """kube-controller-manager made every pod's claim and wrote it into the pod's status. The last counts are kept
+    in CLAIMS_SEEN for the timeout's message."""
+    claims = kube.list("ResourceClaim", NAMESPACE)
     pods = kube.list("Pod", NAMESPACE)
-    return len(pods) == n and all((p.get("status") or {}).get("resourceClaimStatuses") for p in pods)
+    CLAIMS_SEEN.update(claims=len(claims), not_being_deleted=sum(
+        1 for c in claims if not (c["metadata"].get("deletionTimestamp"))), pods=len(pods),
+        pods_with_claim_status=sum(1 for p in pods if (p.get("status") or {}).get("resourceClaimStatuses")))
+    return len(claims) >= n and len(pods) == n and CLAIMS_SEEN["pods_with_claim_status"] == n
 
 
 def run_round(b: Bench, sched: str, regime: str, mode: str, index: int) -> Round:
     args = b.args
     qps, burst = REGIMES[regime]
     n = args.pods
-    pods = workload(sched, n)
+    pods = workload(sched, n, f"-{'o' if sched == OURS else 'k'}{index}")
     pids = {k: v for k, v in component_pids(b.run_dir).items() if k != "kube-scheduler"}
     watch = PodWatch(b.kube, NAMESPACE, n).start()
     if b.audit is not None:
@@ -176,8 +185,11 @@ def run_round(b: Bench, sched: str, regime: str, mode: str, index: int) -> Round
             b.kube.create_many(pods, workers=args.create_workers)
             # kube-controller-manager makes the claims at its own client QPS, after the previous round's deletions
             # (10,000 pods: more than 300 s once on a busy 2-core machine)
-            wait_for(lambda: claims_ready(b.kube, n), max(300.0, 0.09 * n), "every claim made and in its pod's status",
-                     interval=0.5)
+            try:
+                wait_for(lambda: claims_ready(b.kube, n), max(300.0, 0.09 * n),
+                         "every claim made and in its pod's status", interval=2.0)
+            except TimeoutError as e:
+                raise TimeoutError(f"{e}; last seen: {CLAIMS_SEEN}") from None
             time.sleep(args.settle)
             snap0 = CpuSnapshot.take(pids)
             launched = launch(b, sched, qps, burst)
@@ -251,7 +263,7 @@ def print_round(r: Round) -> None:
 
 def rounds_of(b: Bench, regime: str, mode: str, rounds: int, audit: bool, results: list[Round]) -> None:
     for i in range(1, rounds + 1):
-        for sched in (OURS, THEIRS):
+        for sched in b.args.schedulers:
             label = f"{sched} {regime}/{mode} #{i}" + ("" if audit else " (no audit log)")
             print(f"\n--- {label}: {REGIME_TITLES[regime]}; {MODE_TITLES[mode]}", flush=True)
             r = run_round(b, sched, regime, mode, i)
@@ -280,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                          "rounds per scheduler in this (regime, mode); 'none' skips it")
     ap.add_argument("--audit-rounds", type=int, default=1,
                     help="rounds per scheduler in the --audit-check (regime, mode) without the audit log")
+    ap.add_argument("--schedulers", type=lambda v: [x.strip() for x in v.split(",")], default=[OURS, THEIRS],
+                    help=f"which schedulers, in this order, in each round (default {OURS},{THEIRS})")
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--gpus-per-node", type=int, default=8)
@@ -291,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = ap.parse_args(argv)
     audit_check = None if args.audit_check == "none" else parse_plan(args.audit_check)[0]
+    if not args.schedulers or any(x not in (OURS, THEIRS) for x in args.schedulers):
+        ap.error(f"--schedulers: a comma-separated list of {OURS} and {THEIRS}")
     if args.pods > args.nodes * args.gpus_per_node:
         ap.error("more pods than GPUs")
 

@@ -1,8 +1,11 @@
 # Container image of `dra-scheduler run` (manifests/deployment.yaml, charts/dra-scheduler).
 #   docker build -t REGISTRY/dra-scheduler:0.1.0 .
+# Without a registry: `make image` (image/build.sh) builds this file with buildah on a base made locally with
+# debootstrap (--build-arg PYTHON_IMAGE=localhost/dra-scheduler-base:<debian release>) and checks the image.
 # The base image is pinned to an exact Python patch release and Debian release. For byte-for-byte
 # reproducible builds also pin its digest: python:3.11.14-slim-trixie@sha256:<digest> (from
-# `docker buildx imagetools inspect python:3.11.14-slim-trixie`). tests/test_dockerfile.py checks this file.
+# `docker buildx imagetools inspect python:3.11.14-slim-trixie`). tests/test_dockerfile.py checks this file,
+# image/test_image.py the image built from it.
 ARG PYTHON_IMAGE=python:3.11.14-slim-trixie
 
 # --- build: the project and its dependencies in a virtualenv (wheels only, no compiler in the image)
@@ -12,7 +15,7 @@ WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY scheduler ./scheduler
 COPY plugins ./plugins
-RUN python -m venv /opt/dra-scheduler \
+RUN python3 -m venv /opt/dra-scheduler \
  && /opt/dra-scheduler/bin/pip install --only-binary=:all: --no-binary=dra-scheduler . \
  && /opt/dra-scheduler/bin/dra-scheduler --help >/dev/null
 

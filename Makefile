@@ -27,8 +27,17 @@ e2e: install e2e-build
 	$(BIN)/ruff check e2e
 	$(BIN)/pytest e2e
 
-# The README's test command: lint (ruff + mypy strict), the fast tests and the end-to-end tests.
-test: lint unit e2e
+# The README's test command: lint (ruff + mypy strict), the fast tests, the image and the end-to-end tests.
+test: lint unit image e2e
+
+# The Dockerfile built with buildah on a Debian base made here by debootstrap (no registry, no daemon), then
+# checked inside the image (image/build.sh, image/test_image.py; needs root or sudo -n, installs buildah and
+# debootstrap with apt-get when missing). Cached in ~/.cache/dra-scheduler/image: cold ~1.5 min, warm ~10 s.
+.PHONY: image
+image: install
+	$(BIN)/ruff check image
+	image/build.sh
+	$(BIN)/pytest image
 
 # The example workloads scheduled live on the demo fleet (cluster up, scheduler, kubectl apply, cluster down).
 demo: install e2e-build

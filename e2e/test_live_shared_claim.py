@@ -3,7 +3,7 @@
 Before, the second pod of an unallocated claim was scheduled while the first one's binding was in flight and lost
 a 409 race on the claim's status ("got allocated elsewhere in the meantime", though both chose the same node), or
 found it "in the process of being allocated": a wasted cycle and a retry. Now the allocation in flight is shared
-(plugins/dra/plugin.py ``_InFlight``): every pod lands on the claim's node in one attempt, the claim is allocated
+(plugins/dra/state.py ``_InFlight``): every pod lands on the claim's node in one attempt, the claim is allocated
 once and reserved for all of them. Upstream makes the later pods wait instead (kubernetes v1.37.2
 ``pkg/scheduler/framework/plugins/dynamicresources``: a claim with a pending allocation is "in the process of being
 allocated"); ``reservedFor`` holds at most 256 consumers (k8s.io/api resource/v1 ``ResourceClaimReservedForMaxSize``).

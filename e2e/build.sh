@@ -7,27 +7,29 @@
 #   e2e/build.sh            build what is missing
 #   e2e/build.sh --check    exit 0 if everything is built, 1 (listing what is missing) otherwise
 #   e2e/build.sh --force    rebuild everything
-#   e2e/build.sh NAME...    only these (etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
+#   e2e/build.sh NAME...    only these (etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm kueue)
+# kueue also gets its CRDs and webhook manifest, read from its module, in <bin dir>/kueue-config/ (never committed).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
+ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm kueue)
 CHECK=0 FORCE=0 WANT=()
 for a in "$@"; do
   case $a in
     --check) CHECK=1 ;;
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|helm) WANT+=("$a") ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|helm|kueue) WANT+=("$a") ;;
     *) die "unknown argument: $a (see --help)" ;;
   esac
 done
 [ ${#WANT[@]} -gt 0 ] || WANT=("${ALL[@]}")
 
-wrapper_of() { case $1 in etcd) echo etcd ;; kwok) echo kwok ;; helm) echo helm ;; *) echo k8s ;; esac; }
+wrapper_of() { case $1 in etcd) echo etcd ;; kwok) echo kwok ;; helm) echo helm ;; kueue) echo kueue ;; *) echo k8s ;; esac; }
 version_of() {
   case $1 in
     etcd) echo "$ETCD_VERSION" ;; kwok) echo "$KWOK_VERSION" ;; helm) echo "${HELM_VERSION:?missing in versions.env}" ;;
+    kueue) echo "${KUEUE_VERSION:?missing in versions.env}" ;;
     *) echo "$K8S_VERSION" ;;
   esac
 }
@@ -36,7 +38,10 @@ stamp_value() {
   local w; w=$E2E_DIR/gobuild/$(wrapper_of "$1")
   echo "$1 $(version_of "$1") $(cat "$w/go.mod" "$w/go.sum" | sha256sum | cut -c1-16)"
 }
-is_built() { [ -x "$E2E_BIN_DIR/$1" ] && [ "$(cat "$E2E_BIN_DIR/.stamp-$1" 2>/dev/null)" = "$(stamp_value "$1")" ]; }
+is_built() {
+  [ -x "$E2E_BIN_DIR/$1" ] && [ "$(cat "$E2E_BIN_DIR/.stamp-$1" 2>/dev/null)" = "$(stamp_value "$1")" ] &&
+    { [ "$1" != kueue ] || [ -s "$E2E_BIN_DIR/kueue-config/webhook-manifests.yaml" ]; }
+}
 
 if [ $CHECK = 1 ]; then
   missing=()
@@ -80,6 +85,11 @@ for b in "${WANT[@]}"; do
     helm)    pkgs=(helm.sh/helm/v4/cmd/helm); tags=""
              hv=helm.sh/helm/v4/internal/version
              ldf="-X $hv.version=v$HELM_VERSION -X $hv.metadata= -X $hv.gitCommit=module-v$HELM_VERSION -X $hv.gitTreeState=clean" ;;
+    # version stamps as Kueue's Makefile sets them (LD_FLAGS of sigs.k8s.io/kueue/pkg/version); date = tag time
+    kueue)   pkgs=(sigs.k8s.io/kueue/cmd/kueue); tags=""
+             qv=sigs.k8s.io/kueue/pkg/version
+             qdate=$(cd "$E2E_DIR/gobuild/kueue" && modinfo_time "sigs.k8s.io/kueue@v$KUEUE_VERSION")
+             ldf="-X $qv.GitVersion=v$KUEUE_VERSION -X $qv.GitCommit=module-v$KUEUE_VERSION -X $qv.BuildDate=$qdate" ;;
     *)       pkgs=("k8s.io/kubernetes/cmd/$b"); tags="selinux,notest"; ldf=$(k8s_ldflags) ;;
   esac
   log "building $b $(version_of "$b") (wrapper e2e/gobuild/$w) ..."
@@ -90,6 +100,13 @@ for b in "${WANT[@]}"; do
   if [ "$b" = etcd ]; then   # etcdctl too: handy for debugging, shares almost everything
     (cd "$E2E_DIR/gobuild/etcd" &&
       go build -p 2 -trimpath -ldflags "-s -w -buildid=" -o "$E2E_BIN_DIR/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+  fi
+  if [ "$b" = kueue ]; then  # its CRDs and webhook configurations, as the module ships them (read by e2e/kueue.py)
+    qdir=$(cd "$E2E_DIR/gobuild/kueue" && go list -m -f '{{.Dir}}' "sigs.k8s.io/kueue")
+    rm -rf "$E2E_BIN_DIR/kueue-config"; mkdir -p "$E2E_BIN_DIR/kueue-config/crds"
+    cp "$qdir"/config/components/crd/bases/*.yaml "$E2E_BIN_DIR/kueue-config/crds/"
+    cp "$qdir/config/components/webhook/manifests.yaml" "$E2E_BIN_DIR/kueue-config/webhook-manifests.yaml"
+    chmod -R u+w "$E2E_BIN_DIR/kueue-config"
   fi
   mv -f "$tmp" "$E2E_BIN_DIR/$b"
   stamp_value "$b" > "$E2E_BIN_DIR/.stamp-$b"

@@ -15,6 +15,11 @@ Upstream kube-scheduler (same version and feature gates) can run beside it, for 
     with cluster.kube_scheduler(info.run_dir) as ks:   # pods with schedulerName "default-scheduler"
         ...                                            # ks.log_file, ks.url (/readyz, /metrics)
 
+Kueue (KUEUE_VERSION of versions.env) can run beside it, for the Kueue tests::
+
+    with cluster.kueue(info.run_dir) as kq:            # Kueue(config_file, log_file, webhook_url, label)
+        ...                                            # namespaces labelled kq.label=true are Kueue's
+
 Nothing here skips: if the binaries cannot be built or the control plane cannot start, a
 ``ClusterError`` carrying the tail of the relevant log is raised.
 """
@@ -36,7 +41,7 @@ BUILD_SH = E2E_DIR / "build.sh"
 DEFAULT_RUN_DIR = "/tmp/dra-scheduler-e2e"
 
 #: components understood by :func:`stop_component` / :func:`start_component`
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube-scheduler")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube-scheduler", "kueue")
 
 
 class ClusterError(RuntimeError):
@@ -251,6 +256,62 @@ def kube_scheduler(
         kube_scheduler_down(run_dir)
 
 
+KUEUE_LABEL = "e2e.dra-scheduler.io/kueue"  # namespaces whose pods and Jobs Kueue manages (value "true")
+
+
+@dataclass(frozen=True)
+class Kueue:
+    """Kueue's manager running beside the control plane (``e2e/cluster.sh kueue-up``): out of cluster with the
+    admin kubeconfig, no leader election, webhooks on 127.0.0.1 for namespaces labelled ``label=true``."""
+
+    version: str
+    config_file: str  # the Configuration it runs with (JSON)
+    log_file: Path
+    webhook_url: str  # https://127.0.0.1:<port>
+    health_url: str  # http://127.0.0.1:<port>/readyz, /healthz
+    label: str = KUEUE_LABEL
+
+
+def kueue_up(
+    run_dir: str | os.PathLike[str] | None = None, config: str | os.PathLike[str] | None = None,
+    timeout: float = 300.0,
+) -> Kueue:
+    """Install Kueue's CRDs, start its manager (if not running) and its webhooks, and wait until they answer.
+    ``config``: a JSON Configuration to start from (E2E_KUEUE_CONFIG; harness fields are always set)."""
+    rd = _run_dir(run_dir)
+    env = {"E2E_KUEUE_CONFIG": str(config)} if config else {}
+    with _locked(Path(f"{rd}.lock")):
+        _cluster_sh(rd, "kueue-up", env=env, timeout=timeout)
+    e = _parse_env_file(Path(rd) / "cluster.env")
+    return Kueue(
+        version=versions()["KUEUE_VERSION"],
+        config_file=str(Path(rd) / "kueue" / "config.yaml"),
+        log_file=Path(rd) / "logs" / "kueue.log",
+        webhook_url=f"https://127.0.0.1:{e['KUEUE_WEBHOOK_PORT']}",
+        health_url=f"http://127.0.0.1:{e['KUEUE_HEALTH_PORT']}",
+    )
+
+
+def kueue_down(run_dir: str | os.PathLike[str] | None = None) -> None:
+    """Delete Kueue's webhook configurations, stop it (SIGTERM) and drop its finalizer from pods still carrying
+    it. Its CRDs and objects stay; a no-op when it is not running."""
+    rd = _run_dir(run_dir)
+    with _locked(Path(f"{rd}.lock")):
+        _cluster_sh(rd, "kueue-down", timeout=120)
+
+
+@contextlib.contextmanager
+def kueue(
+    run_dir: str | os.PathLike[str] | None = None, config: str | os.PathLike[str] | None = None
+) -> Iterator[Kueue]:
+    """``with kueue(rd) as kq:`` Kueue runs inside the block only."""
+    kq = kueue_up(run_dir, config)
+    try:
+        yield kq
+    finally:
+        kueue_down(run_dir)
+
+
 def restart_apiserver(
     run_dir: str | os.PathLike[str] | None = None,
     down_seconds: float = 0.0,
@@ -377,7 +438,8 @@ def _locked(path: Path, timeout: float = 3600.0) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-if __name__ == "__main__":  # python e2e/cluster.py up|down|restart-apiserver|kube-scheduler-up|-down|status
+# python e2e/cluster.py up|down|restart-apiserver|kube-scheduler-up|-down|kueue-up|-down|status
+if __name__ == "__main__":
     import sys
 
     what = sys.argv[1] if len(sys.argv) > 1 else "status"
@@ -389,6 +451,10 @@ if __name__ == "__main__":  # python e2e/cluster.py up|down|restart-apiserver|ku
         print(kube_scheduler_up())
     elif what == "kube-scheduler-down":
         kube_scheduler_down()
+    elif what == "kueue-up":
+        print(kueue_up())
+    elif what == "kueue-down":
+        kueue_down()
     elif what == "restart-apiserver":
         print(restart_apiserver(down_seconds=float(sys.argv[2]) if len(sys.argv) > 2 else 0.0))
     else:

@@ -18,6 +18,12 @@
 #                                      kubeconfig, the bootstrap RBAC roles), --leader-elect=false, the same
 #                                      feature gates, a free secure port, log in logs/kube-scheduler.log
 #   e2e/cluster.sh kube-scheduler-down stop it
+#   e2e/cluster.sh kueue-up            start Kueue (KUEUE_VERSION of versions.env, built by e2e/build.sh kueue)
+#                                      beside the control plane: its CRDs, its manager out of cluster with the
+#                                      admin kubeconfig, webhooks at https://127.0.0.1:<port> (a serving cert of
+#                                      the cluster CA), only for namespaces labelled e2e.dra-scheduler.io/kueue=true;
+#                                      config <run dir>/kueue/config.yaml, log logs/kueue.log (e2e/README.md)
+#   e2e/cluster.sh kueue-down          delete its webhook configurations, stop it, drop its pod finalizers
 #
 # Environment:
 #   E2E_RUN_DIR    run dir (default /tmp/dra-scheduler-e2e): kubeconfig, pki, logs/, etcd data
@@ -32,6 +38,9 @@
 #                  <run dir>/audit-policy.yaml: level Metadata for create/update/patch/delete/deletecollection,
 #                  nothing else; stage RequestReceived omitted; blocking mode; no rotation below 4 GiB).
 #                  Read at each kube-apiserver start (e.g. restart-apiserver with E2E_AUDIT_LOG=0 turns it off)
+#   E2E_KUEUE_CONFIG  a JSON Kueue Configuration to start from instead of the default one (its webhook, health,
+#                  metrics, cert, namespace-selector and leader-election fields are always set by kueue-up)
+#   E2E_KUEUE_LOG_LEVEL  Kueue's --zap-log-level (default 2)
 #   E2E_KUBE_SCHEDULER_QPS / E2E_KUBE_SCHEDULER_BURST   kube-scheduler's clientConnection qps / burst
 #                  (default 5000 / 5000), written to kube-scheduler.yaml at each kube-scheduler start
 set -euo pipefail
@@ -127,7 +136,7 @@ prepare_run_dir() {
     die "$RUN exists and was not created by e2e/cluster.sh; remove it or set E2E_RUN_DIR"
   fi
   rm -rf "$RUN"
-  mkdir -p "$RUN"/{pki,logs,pids,etcd-data,kcm,kube-scheduler}
+  mkdir -p "$RUN"/{pki,logs,pids,etcd-data,kcm,kube-scheduler,kueue}
   chmod 700 "$RUN"
   touch "$MARKER"
 }
@@ -280,6 +289,194 @@ pick_scheduler_port() {
   sed -i "s/^SCHEDULER_PORT=.*/SCHEDULER_PORT=$p/" "$ENV_FILE"
 }
 
+# ---- Kueue ----------------------------------------------------------------------------------------
+# Kueue runs out of cluster: no Service reaches it, so its webhooks are registered with clientConfig.url
+# https://127.0.0.1:<port>/<path> and a serving certificate for IP 127.0.0.1 signed by the cluster CA (caBundle).
+# internalCertManagement is off: its certificates are for <service>.<namespace>.svc, a name the API server could
+# not reach here. With it off, Kueue 0.17 reads a metrics certificate from the fixed path /etc/kueue/metrics/certs
+# (cmd/kueue/main.go) even when metrics are not served, so it runs in a private mount namespace with an overlay
+# on /etc whose upper layer (in the run dir) holds that certificate: the host's /etc is not written. That needs
+# root (or CAP_SYS_ADMIN), which the CI and the sessions have.
+KUEUE_LABEL=e2e.dra-scheduler.io/kueue
+KUEUE_DIR=$RUN/kueue
+
+need_kueue() {
+  [ -x "$E2E_BIN_DIR/kueue" ] && [ -s "$E2E_BIN_DIR/kueue-config/webhook-manifests.yaml" ] ||
+    die "Kueue is not built in $E2E_BIN_DIR -- run e2e/build.sh kueue"
+}
+
+pick_kueue_ports() {  # the ports of the previous kueue-up if still free, else new free ones; saved in cluster.env
+  if [ -n "${KUEUE_WEBHOOK_PORT:-}" ] && port_free "$KUEUE_WEBHOOK_PORT" && port_free "$KUEUE_HEALTH_PORT"; then
+    return 0
+  fi
+  local p
+  read -r KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT <<< "$(free_ports 2 "$ETCD_PORT" "$ETCD_PEER_PORT" \
+    "$APISERVER_PORT" "$KCM_PORT" "$KWOK_PORT" "$SCHEDULER_PORT")"
+  [ -n "$KUEUE_HEALTH_PORT" ] || die "cannot find free ports for Kueue"
+  for p in KUEUE_WEBHOOK_PORT KUEUE_HEALTH_PORT; do
+    sed -i "/^$p=/d" "$ENV_FILE"
+    echo "$p=${!p}" >> "$ENV_FILE"
+  done
+}
+
+gen_kueue_pki() {  # serving cert for 127.0.0.1 from the cluster CA: the webhooks (certDir) and the metrics path
+  local d=$KUEUE_DIR
+  rm -rf "$d/certs" "$d/etc-upper" "$d/etc-work"
+  mkdir -p "$d/certs" "$d/etc-upper/kueue/metrics/certs" "$d/etc-work"
+  ( cd "$d/certs"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout tls.key -out tls.csr -subj "/CN=kueue-webhook-e2e" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n' > tls.ext
+    openssl x509 -req -in tls.csr -CA "$RUN/pki/ca.crt" -CAkey "$RUN/pki/ca.key" -CAcreateserial \
+      -CAserial "$d/certs/ca.srl" -days 3650 -extfile tls.ext -out tls.crt 2>/dev/null
+    rm -f tls.csr tls.ext ca.srl
+  ) || die "openssl failed to generate Kueue's certificate in $d/certs"
+  cp "$d/certs/tls.crt" "$d/certs/tls.key" "$d/etc-upper/kueue/metrics/certs/"
+}
+
+# Kueue's Configuration (config.kueue.x-k8s.io/v1beta2; JSON is YAML). E2E_KUEUE_CONFIG replaces the defaults
+# below; the fields that tie Kueue to this harness are always set here.
+write_kueue_config() {
+  python3 - "$KUEUE_DIR/config.yaml" "${E2E_KUEUE_CONFIG:-}" "$KUEUE_WEBHOOK_PORT" "$KUEUE_HEALTH_PORT" \
+    "$KUEUE_DIR/certs" "$KUEUE_LABEL" <<'PY'
+import json, sys
+out, base, wport, hport, certs, label = sys.argv[1:]
+cfg = json.load(open(base)) if base else {
+    # the pod and batch/job integrations; DRA quota (KEP-2941, alpha gate DynamicResourceAllocation) through
+    # deviceClassMappings for the NVIDIA DeviceClasses; no on-demand visibility server (own certificate and port)
+    "integrations": {"frameworks": ["batch/job", "pod"]},
+    "featureGates": {"DynamicResourceAllocation": True, "VisibilityOnDemand": False},
+    "resources": {"deviceClassMappings": [
+        {"name": "whole-gpus", "deviceClassNames": ["gpu.nvidia.com"]},
+        {"name": "mig-devices", "deviceClassNames": ["mig.nvidia.com"]},
+    ]},
+    "clientConnection": {"qps": 100, "burst": 200},
+}
+cfg.update({
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+    "namespace": "kueue-system",
+    "manageJobsWithoutQueueName": False,
+    "managedJobsNamespaceSelector": {"matchLabels": {label: "true"}},
+    "internalCertManagement": {"enable": False},
+    "webhook": {"host": "127.0.0.1", "port": int(wport), "certDir": certs},
+    "metrics": {"bindAddress": "0"},
+    "health": {"healthProbeBindAddress": f"127.0.0.1:{hport}"},
+    "leaderElection": {"leaderElect": False},
+})
+json.dump(cfg, open(out, "w"), indent=1)
+PY
+  {
+    echo '#!/bin/sh'
+    echo '# run by unshare --mount: /etc gets an overlay whose upper layer holds kueue/metrics/certs (cluster.sh)'
+    echo 'set -e'
+    echo "mount -t overlay overlay -o lowerdir=/etc,upperdir=$KUEUE_DIR/etc-upper,workdir=$KUEUE_DIR/etc-work /etc"
+    echo 'exec "$@"'
+  } > "$KUEUE_DIR/exec.sh"
+  chmod +x "$KUEUE_DIR/exec.sh"
+}
+
+# The module's webhook configurations (config/components/webhook/manifests.yaml, copied by build.sh) with
+# clientConfig.url on 127.0.0.1, the cluster CA as caBundle and, for namespaced objects, only the namespaces
+# labelled $KUEUE_LABEL=true (cluster-scoped objects, e.g. ClusterQueues, always go through them).
+apply_kueue_webhooks() {
+  "$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig" create --dry-run=client -o json \
+    -f "$E2E_BIN_DIR/kueue-config/webhook-manifests.yaml" > "$KUEUE_DIR/webhooks-module.json" ||
+    die "cannot read $E2E_BIN_DIR/kueue-config/webhook-manifests.yaml"
+  python3 - "$KUEUE_DIR/webhooks-module.json" "$KUEUE_DIR/webhooks.json" "$KUEUE_WEBHOOK_PORT" \
+    "$(base64 -w0 < "$RUN/pki/ca.crt")" "$KUEUE_LABEL" <<'PY'
+import json, sys
+src, out, port, ca, label = sys.argv[1:]
+text, dec, pos, items = open(src).read(), json.JSONDecoder(), 0, []
+while text[pos:].strip():  # kubectl prints one JSON document per object
+    pos += len(text[pos:]) - len(text[pos:].lstrip())
+    doc, pos = dec.raw_decode(text, pos)
+    items += doc["items"] if doc.get("kind") == "List" else [doc]
+for obj in items:
+    obj["metadata"]["name"] = "kueue-" + obj["metadata"]["name"]  # as Kueue's release manifests name them
+    for wh in obj.get("webhooks") or []:
+        path = wh["clientConfig"]["service"]["path"]
+        wh["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+        wh["namespaceSelector"] = {"matchLabels": {label: "true"}}
+        wh["timeoutSeconds"] = 10
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(out, "w"))
+PY
+  "$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig" apply -f "$KUEUE_DIR/webhooks.json" >/dev/null ||
+    die "cannot apply Kueue's webhook configurations"
+}
+
+delete_kueue_webhooks() {
+  "$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig" delete --ignore-not-found --wait=false \
+    mutatingwebhookconfiguration/kueue-mutating-webhook-configuration \
+    validatingwebhookconfiguration/kueue-validating-webhook-configuration >/dev/null 2>&1 || true
+}
+
+install_kueue_crds() {  # server-side: the Workload CRD is too large for kubectl's last-applied annotation
+  "$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig" apply --server-side --force-conflicts \
+    --field-manager=dra-scheduler-e2e -f "$E2E_BIN_DIR/kueue-config/crds" >/dev/null ||
+    die "cannot install Kueue's CRDs"
+  "$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig" wait --for=condition=Established --timeout=60s \
+    -f "$E2E_BIN_DIR/kueue-config/crds" >/dev/null || die "Kueue's CRDs not Established"
+}
+
+# The webhooks answer: a server-side dry-run create of a ResourceFlavor goes through Kueue's mutating and
+# validating webhooks (failurePolicy Fail), so it succeeds only once the API server reaches them.
+wait_kueue_webhooks() {
+  local deadline=$(( $(date +%s) + ${1:-60} )) out
+  until out=$(printf '{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ResourceFlavor","metadata":{"name":"e2e-webhook-probe"}}' |
+      "$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig" create --dry-run=server -f - 2>&1); do
+    [ "$(date +%s)" -lt "$deadline" ] || fail_with_log kueue "Kueue's webhooks do not answer: $out"
+    sleep 0.3
+  done
+}
+
+# Pods Kueue manages carry its finalizer kueue.x-k8s.io/managed; with Kueue stopped nobody would remove it.
+drop_kueue_pod_finalizers() {
+  local k=("$E2E_BIN_DIR/kubectl" --kubeconfig "$RUN/kubeconfig")
+  "${k[@]}" get pods -A -o json 2>/dev/null | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    fins = p["metadata"].get("finalizers") or []
+    if "kueue.x-k8s.io/managed" in fins:
+        keep = [f for f in fins if f != "kueue.x-k8s.io/managed"]
+        patch = [{"op": "test", "path": "/metadata/finalizers", "value": fins},
+                 {"op": "replace", "path": "/metadata/finalizers", "value": keep}]
+        print(p["metadata"]["namespace"], p["metadata"]["name"], json.dumps(patch, separators=(",", ":")))' |
+  while read -r ns name patch; do
+    "${k[@]}" -n "$ns" patch pod "$name" --type=json -p "$patch" >/dev/null 2>&1 || true
+  done
+}
+
+cmd_kueue_up() {
+  need_cluster; need_kueue
+  local pid
+  if pid=$(pid_of kueue) && probe kueue; then
+    log "kueue already running (pid $pid)"
+  else
+    unshare --mount --propagation private true 2>/dev/null ||
+      die "kueue-up needs a private mount namespace (root): Kueue $KUEUE_VERSION reads its metrics certificate from /etc/kueue/metrics/certs"
+    local t0; t0=$(now_ms)
+    stop_component kueue 0  # a dead or unready one
+    mkdir -p "$KUEUE_DIR"
+    pick_kueue_ports
+    gen_kueue_pki
+    write_kueue_config
+    install_kueue_crds
+    start_component kueue 120
+    apply_kueue_webhooks
+    wait_kueue_webhooks 60
+    log "kueue up in $(elapsed "$t0") (webhooks https://127.0.0.1:$KUEUE_WEBHOOK_PORT, health 127.0.0.1:$KUEUE_HEALTH_PORT)"
+    echo "kueue-up $(elapsed "$t0")" >> "$RUN/timings.txt"
+  fi
+  echo "kueue $KUEUE_VERSION webhooks https://127.0.0.1:$KUEUE_WEBHOOK_PORT config $KUEUE_DIR/config.yaml log $RUN/logs/kueue.log"
+}
+
+cmd_kueue_down() {
+  need_cluster
+  delete_kueue_webhooks
+  stop_component kueue 10
+  drop_kueue_pod_finalizers
+}
+
 # ---- processes ------------------------------------------------------------------------------------
 # pid file: "<pid> <binary path>"; a pid is only ours if /proc/<pid>/exe is still that binary.
 pid_of() {
@@ -345,7 +542,10 @@ cmdline_of() {
     kwok) echo "$E2E_BIN_DIR/kwok" --kubeconfig="$RUN/kubeconfig" --config="$RUN/kwok.yaml" \
       --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
       --server-address="127.0.0.1:$KWOK_PORT" ;;
-    *) die "unknown component: $c (etcd kube-apiserver kube-controller-manager kwok kube-scheduler)" ;;
+    # the pid file names the kueue binary: exec.sh execs it in the same process (start_component)
+    kueue) echo unshare --mount --propagation private "$KUEUE_DIR/exec.sh" "$E2E_BIN_DIR/kueue" \
+      --config="$KUEUE_DIR/config.yaml" --kubeconfig="$RUN/kubeconfig" --zap-log-level="${E2E_KUEUE_LOG_LEVEL:-2}" ;;
+    *) die "unknown component: $c (etcd kube-apiserver kube-controller-manager kwok kube-scheduler kueue)" ;;
   esac
 }
 
@@ -363,6 +563,8 @@ probe() {
     kube-controller-manager) [ "$(curl -skf --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null)" = ok ] ;;
     kube-scheduler) [ "$(curl -skf --max-time 2 "https://127.0.0.1:$SCHEDULER_PORT/readyz" 2>/dev/null)" = ok ] ;;
     kwok) [ "$(curl -sf --max-time 2 "http://127.0.0.1:$KWOK_PORT/healthz" 2>/dev/null)" = ok ] ;;
+    kueue) [ -n "${KUEUE_HEALTH_PORT:-}" ] &&
+      [ "$(curl -sf --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" 2>/dev/null)" = ok ] ;;
   esac
 }
 
@@ -386,12 +588,14 @@ start_component() {  # start_component NAME [TIMEOUT_SECONDS]
   if [ "$c" = kube-apiserver ] && [ "${E2E_AUDIT_LOG:-0}" = 1 ]; then write_audit_policy; fi
   local -a cmd
   read -r -a cmd <<< "$(cmdline_of "$c")"
-  [ -x "${cmd[0]}" ] || die "missing binary ${cmd[0]} -- run e2e/build.sh"
+  local exe=${cmd[0]}
+  [ "$c" != kueue ] || exe=$E2E_BIN_DIR/kueue
+  [ -x "$exe" ] || die "missing binary $exe -- run e2e/build.sh"
   t0=$(now_ms)
   { echo "==== $(date -u +%Y-%m-%dT%H:%M:%SZ) starting: ${cmd[*]}"; } >> "$RUN/logs/$c.log"
   setsid "${cmd[@]}" >> "$RUN/logs/$c.log" 2>&1 < /dev/null &
   pid=$!
-  echo "$pid ${cmd[0]}" > "$RUN/pids/$c.pid"
+  echo "$pid $exe" > "$RUN/pids/$c.pid"
   local deadline=$(( $(date +%s) + timeout ))
   until probe "$c"; do
     alive "$pid" || fail_with_log "$c" "$c exited during startup"
@@ -480,7 +684,7 @@ cmd_down() {
   # The run dir (etcd data included) is thrown away, so nothing needs a graceful shutdown: SIGKILL
   # all at once. (SIGTERM would make kube-apiserver wait for its clients' watch connections.)
   local c pid i
-  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for c in kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     if pid=$(pid_of "$c"); then
       kill -KILL "$pid" 2>/dev/null || true
       for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
@@ -494,12 +698,12 @@ cmd_down() {
 cmd_status() {
   [ -e "$MARKER" ] && load_env || { echo "no cluster in $RUN"; return 1; }
   local rc=0 c pid state
-  for c in "${COMPONENTS[@]}" kube-scheduler; do
+  for c in "${COMPONENTS[@]}" kube-scheduler kueue; do
     if pid=$(pid_of "$c"); then
       if probe "$c"; then state="ready (pid $pid)"; else state="NOT READY (pid $pid)"; rc=1; fi
     else
       state="not running"
-      [ "$c" = kube-scheduler ] || rc=1
+      [ "$c" = kube-scheduler ] || [ "$c" = kueue ] || rc=1
     fi
     printf '%-24s %s\n' "$c" "$state"
   done
@@ -524,9 +728,11 @@ case ${1:-} in
     need_cluster; need_binaries; start_component kube-scheduler
     echo "kube-scheduler (schedulerName default-scheduler) https://127.0.0.1:$SCHEDULER_PORT log $RUN/logs/kube-scheduler.log" ;;
   kube-scheduler-down) need_cluster; stop_component kube-scheduler ;;
+  kueue-up) cmd_kueue_up ;;
+  kueue-down) cmd_kueue_down ;;
   stop) need_cluster; stop_component "${2:?component}" ;;
   start) need_cluster; need_binaries; start_component "${2:?component}" ;;
   restart) need_cluster; stop_component "${2:?component}"; sleep "${3:-0}"; start_component "${2}" ;;
   -h|--help|help|"") sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
-  *) die "unknown command: $1 (up|down|status|env|restart-apiserver|kube-scheduler-up|kube-scheduler-down|stop|start|restart)" ;;
+  *) die "unknown command: $1 (up|down|status|env|restart-apiserver|kube-scheduler-up|kube-scheduler-down|kueue-up|kueue-down|stop|start|restart)" ;;
 esac

@@ -3,11 +3,14 @@ real subprocess.
 
 * ``cluster_info`` (session): starts etcd,
   kube-apiserver, kube-controller-manager and kwok (built at session start if missing, before any test and
-  its timeout: cold ~13 min) in their own run dir (``E2E_TEST_RUN_DIR``, default
+  its timeout: cold ~16 min with Kueue) in their own run dir (``E2E_TEST_RUN_DIR``, default
   /tmp/dra-scheduler-e2e-pytest) on free ports, so a cluster of ``make cluster-up`` / ``make demo`` is left
   alone; installs the PodGroup CRD (before any scheduler starts: it discovers the optional APIs once).
   A control plane that cannot be built or started FAILS every test with the reason; nothing skips.
   ``E2E_KEEP_CLUSTER=1`` leaves it running afterwards.
+* ``kueue`` (session, on first use): Kueue's manager (e2e/cluster.sh kueue-up: CRDs, webhooks on 127.0.0.1 for
+  namespaces labelled ``e2e.dra-scheduler.io/kueue=true``) beside the control plane until the session ends; its log
+  tail is attached to a failed test's report.
 * ``scheduler`` (module): a clean cluster (no fleet, pod or test namespace of an earlier module left), then
   ``dra-scheduler run`` started and ready (/readyz). Its log goes to ``E2E_LOG_DIR`` (default
   /tmp/dra-scheduler-e2e-logs/<module>.log); the tail of every scheduler log of the test is attached to a
@@ -34,6 +37,7 @@ LOG_DIR = Path(os.environ.get("E2E_LOG_DIR", "/tmp/dra-scheduler-e2e-logs"))
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
 _live: list[SchedulerProcess] = []  # scheduler processes of the running test (for failure reports)
+_kueue_log: list[Path] = []  # Kueue's log while the kueue fixture runs (for failure reports)
 
 
 # --- the control plane -----------------------------------------------------------------------------------
@@ -42,12 +46,12 @@ _build_error: str | None = None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Build the binaries before any test runs, outside the per-test timeout (a cold build takes ~13 min);
+    """Build the binaries before any test runs, outside the per-test timeout (a cold build takes ~16 min);
     a failure is reported by every test that needs the cluster."""
     global _build_error
     try:
         if not cluster.is_built():
-            print(f"\nbuilding the e2e control plane (cold: ~13 min; log {cluster.cache_dir() / 'build.log'})",
+            print(f"\nbuilding the e2e control plane (cold: ~16 min; log {cluster.cache_dir() / 'build.log'})",
                   flush=True)
         cluster.ensure_built()
     except (cluster.ClusterError, OSError) as e:
@@ -79,6 +83,22 @@ def cluster_info() -> Iterator[cluster.ClusterInfo]:
 @pytest.fixture(scope="session")
 def kube(cluster_info: cluster.ClusterInfo) -> Kube:
     return Kube.from_info(cluster_info)
+
+
+@pytest.fixture(scope="session")
+def kueue(cluster_info: cluster.ClusterInfo) -> Iterator[cluster.Kueue]:
+    """Kueue (KUEUE_VERSION of versions.env) beside the shared control plane: started by the first test that asks
+    for it, stopped (webhooks deleted first) when the session ends."""
+    t0 = time.monotonic()
+    try:
+        kq = cluster.kueue_up(cluster_info.run_dir)
+    except cluster.ClusterError as e:
+        pytest.fail(f"Kueue could not be started:\n{e}", pytrace=False)
+    print(f"\nKueue {kq.version} ready in {time.monotonic() - t0:.1f}s (webhooks {kq.webhook_url}, log {kq.log_file})")
+    _kueue_log.append(kq.log_file)
+    yield kq
+    _kueue_log.clear()
+    cluster.kueue_down(cluster_info.run_dir)
 
 
 def wipe(kube: Kube) -> None:
@@ -161,4 +181,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if rep.failed:
         for p in _live:
             rep.sections.append((f"dra-scheduler log tail ({p.log_path})", p.tail()))
+        for path in _kueue_log:
+            rep.sections.append((f"Kueue log tail ({path})", cluster._tail(path, 40)))
     return rep

@@ -4,9 +4,10 @@
 #   e2e/gobuild/etcd  go.etcd.io/etcd/server/v3
 #   e2e/gobuild/kwok  sigs.k8s.io/kwok
 #   e2e/gobuild/helm  helm.sh/helm/v4, its k8s.io/* staging modules at the control plane's version
+#   e2e/gobuild/kueue sigs.k8s.io/kueue (cmd/kueue), its own dependency graph unchanged
 # and copy kwok's default Stage documents into e2e/kwok/stages/.
 #   e2e/gen-wrapper.sh          all of them
-#   e2e/gen-wrapper.sh helm     only the helm wrapper (likewise k8s, etcd, kwok)
+#   e2e/gen-wrapper.sh helm     only the helm wrapper (likewise k8s, etcd, kwok, kueue)
 # A version bump is: edit e2e/versions.env, run this, run e2e/build.sh, commit e2e/.
 # Needs the Go module proxy (the go command's default) once; the result is committed.
 set -euo pipefail
@@ -123,5 +124,22 @@ HMOD=$(cd "$W" && gomod_file "helm.sh/helm/v4@v$HELM_VERSION")
   go mod tidy
 )
 log "  helm's k8s.io staging modules at v0.${K#1.}"
+fi
+# --- kueue ---------------------------------------------------------------------------------------
+if want kueue; then
+: "${KUEUE_VERSION:?missing in versions.env}"
+W=$E2E_DIR/gobuild/kueue
+log "sigs.k8s.io/kueue v$KUEUE_VERSION -> $W"
+new_module "$W" dra-scheduler-e2e/kueue
+QMOD=$(cd "$W" && gomod_file "sigs.k8s.io/kueue@v$KUEUE_VERSION")
+[ -s "$QMOD" ] || die "could not download sigs.k8s.io/kueue@v$KUEUE_VERSION"
+(
+  cd "$W"
+  # Kueue's go.mod has no replace lines; its k8s.io/* (v0.35) stay as it requires them: it is a client of
+  # the 1.37 API server like kwok, and raising them could break its generated clients.
+  go mod edit -go="$(go_directive "$QMOD")" -require="sigs.k8s.io/kueue@v$KUEUE_VERSION" \
+    -tool=sigs.k8s.io/kueue/cmd/kueue
+  go mod tidy
+)
 fi
 log "done; now run e2e/build.sh"

@@ -11,8 +11,8 @@
 #   e2e/cluster.sh restart-apiserver [SECONDS [GRACE]]  stop kube-apiserver (SIGTERM, SIGKILL after GRACE
 #                                      seconds, default 5; 0 = crash), wait SECONDS (default 0), start it
 #   e2e/cluster.sh stop|start|restart COMPONENT  one of: etcd kube-apiserver kube-controller-manager
-#                                                kwok kube-scheduler (the last is a baseline, not
-#                                                started by `up`)
+#                                                kwok kube-scheduler kueue (the last two are not
+#                                                started by `up`; start kueue with kueue-up first)
 #   e2e/cluster.sh kube-scheduler-up   start upstream kube-scheduler (profile "default-scheduler") beside
 #                                      the control plane: user system:kube-scheduler (own token and
 #                                      kubeconfig, the bootstrap RBAC roles), --leader-elect=false, the same

@@ -18,7 +18,7 @@ for a in "$@"; do
   case $a in
     --check) CHECK=1 ;;
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|helm|kueue) WANT+=("$a") ;;
     *) die "unknown argument: $a (see --help)" ;;
   esac

@@ -250,22 +250,19 @@ def test_a_scheduling_cycle_leaves_no_reference_cycles() -> None:
     import gc
     from collections import Counter
 
+    from scheduler.kube import memory
+
     async def go() -> tuple[Counter[str], int]:
         churn = Churn()
         for _ in range(10):
             await churn.round()
         gc.collect()
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        try:
+        with memory.saving_garbage() as saved:
             before = churn.created
             for _ in range(30):
                 await churn.round()
             gc.collect()
-            garbage = Counter(type(o).__qualname__ for o in gc.garbage)
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-            gc.collect()
+            garbage = Counter(type(o).__qualname__ for o in saved)
         return garbage, churn.created - before
 
     garbage, pods = asyncio.run(go())

@@ -24,15 +24,10 @@ class _Node:
 
 def _saved_garbage(make: Any) -> list[Any]:
     gc.collect()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+    with memory.saving_garbage() as saved:
         make()
         gc.collect()
-        return list(gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.collect()
+        return list(saved)
 
 
 def test_describe_cycles_names_each_reference_of_the_shortest_cycle() -> None:

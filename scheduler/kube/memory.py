@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -132,6 +133,22 @@ def _edge_label(parent: Any, child: Any) -> str:
                 if getattr(parent, name) is child:
                     return f".{name}"
     return ""
+
+
+@contextlib.contextmanager
+def saving_garbage() -> Iterator[list[Any]]:
+    """Inside the block, what a collection finds unreachable is kept in the yielded list (``gc.garbage`` under
+    ``gc.DEBUG_SAVEALL``) instead of freed, to count or :func:`describe_cycles`; on leaving, the list is emptied
+    and one more collection frees those objects."""
+    import gc
+
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        yield gc.garbage
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.collect()
 
 
 def describe_cycles(garbage: list[Any], samples_per_type: int = 1, types: int = 8) -> list[str]:

@@ -282,16 +282,11 @@ class SchedulerApp:
         rss_before_gc = memory.rss_kib()
         generations = [len(gc.get_objects(g)) for g in range(3)]
         frozen = gc.get_freeze_count()
-        gc.set_debug(gc.DEBUG_SAVEALL)  # what a full collection finds unreachable stays in gc.garbage, to count
-        try:
+        with memory.saving_garbage() as saved:  # what the full collection finds unreachable, kept to count
             unreachable = gc.collect()
-            garbage = Counter(type(o).__qualname__ for o in gc.garbage)
+            garbage = Counter(type(o).__qualname__ for o in saved)
             describe = os.environ.get("DRA_SCHEDULER_DESCRIBE_CYCLES", "")  # how many types (1: 8)
-            cycles = memory.describe_cycles(gc.garbage, types=max(8, int(describe))) if describe.isdigit() else []
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-            gc.collect()  # the saved cycles, unreachable again, freed this time
+            cycles = memory.describe_cycles(saved, types=max(8, int(describe))) if describe.isdigit() else []
         counts = Counter(type(o).__qualname__ for o in gc.get_objects())
         prev: Counter[str] = self._last_counts if self._last_counts is not None else Counter()
         grown = Counter({k: v - prev.get(k, 0) for k, v in counts.items()})

@@ -17,13 +17,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from plugins.dra.cel import (
-    DeviceInput,
-    SelectorCache,
-    available_engines,
-    device_input,
-    get_engine,
-)
+from plugins.dra.cel import SelectorCache, available_engines, get_engine
+from plugins.dra.cel_engine import DeviceInput, device_input
 from scheduler.api.quantity import parse_quantity
 from scheduler.api.semver import parse as parse_semver
 

@@ -15,6 +15,7 @@ from plugins.balancedallocation import SPEC as BALANCED_ALLOCATION
 from plugins.defaultbinder import SPEC as DEFAULT_BINDER
 from plugins.defaultpreemption import SPEC as DEFAULT_PREEMPTION
 from plugins.dra import plugin as dra
+from plugins.dra.state import BINDING_TIMEOUT_DEFAULT as DRA_BINDING_TIMEOUT_DEFAULT
 from plugins.fieldguard import SPEC as UNSUPPORTED_FIELDS
 from plugins.fragmentation import plugin as frag
 from plugins.imagelocality import SPEC as IMAGE_LOCALITY
@@ -125,7 +126,7 @@ def _dynamic_resources_arg_docs() -> list[ArgDoc]:
     return [
         ArgDoc("featureGates", {g: True for g in sorted(dra._GATES)}),
         ArgDoc("celEngine"),
-        ArgDoc("bindingTimeout", f"{dra.BINDING_TIMEOUT_DEFAULT:g}s"),
+        ArgDoc("bindingTimeout", f"{DRA_BINDING_TIMEOUT_DEFAULT:g}s"),
         ArgDoc("filterTimeout"),
         ArgDoc("nodeSelector"),
     ]

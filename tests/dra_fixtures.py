@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from plugins.dra.allocator import Allocator, ClaimAllocation, ClaimInput, Features, gather_pools
+from plugins.dra.allocator import Allocator, ClaimAllocation, ClaimInput
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.api.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
+from plugins.dra.pools import Features, gather_pools
+from scheduler.api.dra import DeviceResult, claim_spec_from, class_from, slice_from
+from scheduler.api.model import node_from
 from scheduler.api.quantity import Quantity
 from scheduler.cache.cache import build_slice_index
 from scheduler.cache.ledger import DeviceLedger

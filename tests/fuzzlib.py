@@ -488,8 +488,10 @@ def cel_case(seed: int, index: int) -> dict[str, Any]:
     engines agree on the outcome (result value, or error)."""
     import celgen
 
-    from plugins.dra.cel import CELCompileError, CELError, available_engines, device_input, get_engine
-    from scheduler.api.model import device_from
+    from plugins.dra.cel import available_engines, get_engine
+    from plugins.dra.cel_engine import device_input
+    from plugins.dra.cel_syntax import CELCompileError, CELError
+    from scheduler.api.dra import device_from
 
     rng = random.Random(seed * 7_000_003 + index)
     expr = celgen.expression(rng, rng.randint(1, 5))

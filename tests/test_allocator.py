@@ -98,17 +98,11 @@ from dra_fixtures import (
     with_generation,
 )
 
-from plugins.dra.allocator import (
-    AllocationError,
-    Allocator,
-    ClaimAllocation,
-    ClaimInput,
-    FailedOnNode,
-    Features,
-    gather_pools,
-)
+from plugins.dra.allocator import AllocationError, Allocator, ClaimAllocation, ClaimInput, FailedOnNode
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.api.model import DeviceResult, claim_spec_from, class_from, node_from, slice_from
+from plugins.dra.pools import Features, gather_pools
+from scheduler.api.dra import DeviceResult, claim_spec_from, class_from, slice_from
+from scheduler.api.model import node_from
 from scheduler.cache.cache import build_slice_index
 
 Raw = dict[str, Any]

@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.api.model import DeviceResult
+from scheduler.api.dra import DeviceResult
 from scheduler.api.quantity import Quantity
 
 Raw = dict[str, Any]

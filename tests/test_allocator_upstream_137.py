@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 from dra_fixtures import Share, make_ledger
 
-from plugins.dra.allocator import AllocationError, Allocator, ClaimAllocation, ClaimInput, Features, gather_pools
+from plugins.dra.allocator import AllocationError, Allocator, ClaimAllocation, ClaimInput
 from plugins.dra.cel import SelectorCache, get_engine
-from scheduler.api.model import claim_spec_from, class_from, node_from, slice_from
+from plugins.dra.pools import Features, gather_pools
+from scheduler.api.dra import claim_spec_from, class_from, slice_from
+from scheduler.api.model import node_from
 from scheduler.cache.cache import build_slice_index
 from scheduler.simulate.simulation import simulate
 

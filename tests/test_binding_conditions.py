@@ -26,12 +26,15 @@ from typing import Any
 
 import pytest
 
-from plugins.dra.allocator import Allocator, ClaimInput, Features, gather_pools
+from plugins.dra.allocator import Allocator, ClaimInput
 from plugins.dra.cel import SelectorCache, get_engine
-from plugins.dra.plugin import BINDING_TIMEOUT_DEFAULT, DynamicResources
+from plugins.dra.plugin import DynamicResources
+from plugins.dra.pools import Features, gather_pools
+from plugins.dra.state import BINDING_TIMEOUT_DEFAULT
 from scheduler.api.clusterapi import Conflict, NotFound
+from scheduler.api.dra import claim_spec_from, class_from, slice_from
 from scheduler.api.goduration import format_go_duration, parse_go_duration
-from scheduler.api.model import claim_spec_from, class_from, node_from, slice_from
+from scheduler.api.model import node_from
 from scheduler.cache.cache import Cache, build_slice_index
 from scheduler.cache.ledger import DeviceLedger
 from scheduler.config.schedulerconfig import ConfigError, SchedulerConfig, default_config, parse_config

@@ -6,20 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from plugins.dra.cel import (
-    COST_LIMIT,
-    CELCompileError,
-    CELError,
-    CELRuntimeError,
-    DeviceInput,
-    SelectorCache,
-    available_engines,
-    device_input,
-    estimate_cost,
-    get_engine,
-    parse_expression,
-    unparse,
-)
+from plugins.dra.cel import SelectorCache, available_engines, get_engine
+from plugins.dra.cel_cost import estimate_cost
+from plugins.dra.cel_engine import COST_LIMIT, DeviceInput, device_input
+from plugins.dra.cel_syntax import CELCompileError, CELError, CELRuntimeError, parse_expression, unparse
 from scheduler.api.quantity import parse_quantity
 from scheduler.api.semver import parse as semver
 

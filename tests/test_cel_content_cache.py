@@ -20,22 +20,14 @@ import pytest
 from test_cel import CASES, DEVICES
 
 import plugins.dra.cel as cel_module
-from plugins.dra.allocator import Allocator, ClaimInput, Features, gather_pools
-from plugins.dra.cel import (
-    AttributeValue,
-    CELError,
-    DeviceInput,
-    DeviceReads,
-    Program,
-    SelectorCache,
-    available_engines,
-    content_key,
-    device_input,
-    device_reads,
-    get_engine,
-)
+from plugins.dra.allocator import Allocator, ClaimInput
+from plugins.dra.cel import DeviceReads, SelectorCache, available_engines, content_key, device_reads, get_engine
+from plugins.dra.cel_engine import AttributeValue, DeviceInput, Program, device_input
+from plugins.dra.cel_syntax import CELError
 from plugins.dra.extended import device_totals
-from scheduler.api.model import Device, claim_spec_from, class_from, device_from, node_from, slice_from
+from plugins.dra.pools import Features, gather_pools
+from scheduler.api.dra import Device, claim_spec_from, class_from, device_from, slice_from
+from scheduler.api.model import node_from
 from scheduler.api.quantity import Quantity, parse_quantity
 from scheduler.api.semver import parse as semver
 from scheduler.cache.cache import build_slice_index

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.dra.cel import CELCompileError, CELError, CELRuntimeError, available_engines, device_input, get_engine
-from scheduler.api.model import device_from
+from plugins.dra.cel import available_engines, get_engine
+from plugins.dra.cel_engine import device_input
+from plugins.dra.cel_syntax import CELCompileError, CELError, CELRuntimeError
+from scheduler.api.dra import device_from
 
 ENGINES = available_engines()
 A = 'device.attributes["dra.example.com"]'

@@ -19,16 +19,10 @@ from typing import Any
 
 import pytest
 
-from plugins.dra.cel import (
-    COST_LIMIT,
-    CELCompileError,
-    CELError,
-    CELRuntimeError,
-    available_engines,
-    device_input,
-    estimate_cost,
-    get_engine,
-)
+from plugins.dra.cel import available_engines, get_engine
+from plugins.dra.cel_cost import estimate_cost
+from plugins.dra.cel_engine import COST_LIMIT, device_input
+from plugins.dra.cel_syntax import CELCompileError, CELError, CELRuntimeError
 from scheduler.api.semver import parse as parse_semver
 
 ENGINES = [e for e in ("cel-expr-python", "cel-python") if e in available_engines()]

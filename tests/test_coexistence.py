@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.model import claim_from
+from scheduler.api.dra import claim_from
 from scheduler.cache.cache import Cache
 from scheduler.cache.coexistence import (
     EVENT_REASON,

@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 import yaml
 
-from plugins.dra.allocator import Allocator, ClaimInput, Features, gather_pools
+from plugins.dra.allocator import Allocator, ClaimInput
 from plugins.dra.cel import SelectorCache, get_engine
+from plugins.dra.pools import Features, gather_pools
 from plugins.dra.taintrules import (
     NO_RULES,
     TaintRules,
@@ -35,7 +36,8 @@ from plugins.dra.taintrules import (
     untolerated_taint,
 )
 from scheduler.api.devicetaintrules import DeviceTaintSelector, rule_from
-from scheduler.api.model import ModelError, Taint, claim_spec_from, class_from, node_from, slice_from
+from scheduler.api.dra import claim_spec_from, class_from, slice_from
+from scheduler.api.model import ModelError, Taint, node_from
 from scheduler.cache.cache import Cache, build_slice_index
 from scheduler.cache.ledger import DeviceLedger
 from scheduler.config.schedulerconfig import default_config

@@ -1,6 +1,6 @@
 """Differential test against upstream: the DRA CEL environment and the structured allocator of Kubernetes
 1.37.2 (``k8s.io/dynamic-resource-allocation@v0.37.2`` + ``k8s.io/apiserver`` CEL libraries, built into
-``e2e/celdiff`` by ``e2e/celdiff/build.sh``) against ``plugins/dra/cel.py`` (both engines) and
+``e2e/celdiff`` by ``e2e/celdiff/build.sh``) against ``plugins/dra/cel*.py`` (both engines) and
 ``plugins/dra/allocator.py``, on seeded random cases (tests/celgen.py).
 
 * CEL: ~600 random selectors, each on a random device. A boolean result must be the same; where cel-go
@@ -36,9 +36,13 @@ from typing import Any
 import celgen
 import pytest
 
-from plugins.dra.allocator import AllocationError, Allocator, ClaimInput, Features, gather_pools
-from plugins.dra.cel import COST_LIMIT, CELError, SelectorCache, available_engines, device_input, get_engine
-from scheduler.api.model import claim_spec_from, class_from, device_from, node_from, slice_from
+from plugins.dra.allocator import AllocationError, Allocator, ClaimInput
+from plugins.dra.cel import SelectorCache, available_engines, get_engine
+from plugins.dra.cel_engine import COST_LIMIT, device_input
+from plugins.dra.cel_syntax import CELError
+from plugins.dra.pools import Features, gather_pools
+from scheduler.api.dra import claim_spec_from, class_from, device_from, slice_from
+from scheduler.api.model import node_from
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = int(os.environ.get("DRA_DIFF_SEED", "1337"))

@@ -86,7 +86,7 @@ def test_documented_args_and_defaults_pass_each_plugins_own_validation() -> None
 
 
 def test_gpu_topology_and_dra_defaults_come_from_their_code() -> None:
-    from plugins.dra.plugin import BINDING_TIMEOUT_DEFAULT
+    from plugins.dra.state import BINDING_TIMEOUT_DEFAULT
     from plugins.topology.plugin import TopologyArgs, parse_args
 
     reg = default_registry()

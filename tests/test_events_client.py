@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.client import KubeConnection, LiveAPI, TokenBucket
+from scheduler.kube.client import KubeConnection, LiveAPI
 from scheduler.kube.events import EventRecorder
+from scheduler.kube.flowcontrol import TokenBucket
 from scheduler.kube.metrics import SchedulerMetrics
 from tests.fake_apiserver import FakeAPIServer, eventually
 

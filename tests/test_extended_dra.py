@@ -28,7 +28,8 @@ from plugins.dra.extended import (
 )
 from plugins.noderesources import NodeResourcesFit
 from scheduler.api.clusterapi import ApiError
-from scheduler.api.model import claim_from, class_from, node_from, pod_from, slice_from
+from scheduler.api.dra import claim_from, class_from, slice_from
+from scheduler.api.model import node_from, pod_from
 from scheduler.cache.cache import Cache
 from scheduler.cache.ledger import DeviceLedger
 from scheduler.framework.interface import Code, CycleState

@@ -15,7 +15,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from scheduler.api.model import CPU, DeviceClass, Pod, pod_from
+from scheduler.api.dra import DeviceClass
+from scheduler.api.model import CPU, Pod, pod_from
 from scheduler.cache.cache import NodeInfo, Snapshot
 from scheduler.framework.capacity import (
     EXACT,

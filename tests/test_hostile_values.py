@@ -30,9 +30,10 @@ from typing import Any
 import pytest
 import yaml
 
+from scheduler.api.dra import slice_from
 from scheduler.api.inputcheck import check_object, drop_nulls
 from scheduler.api.labelselector import selector_from
-from scheduler.api.model import ModelError, node_from, pod_from, pod_resource_errors, slice_from
+from scheduler.api.model import ModelError, node_from, pod_from, pod_resource_errors
 from scheduler.api.quantity import MAX_EXPONENT, QuantityError, parse_quantity
 from scheduler.api.semver import SemverError
 from scheduler.api.semver import parse as parse_semver

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler.api.clusterapi import ApiError, Conflict, Invalid, NotFound
-from scheduler.kube.client import KubeConnection, LiveAPI, TokenBucket, Unreachable, error_for
+from scheduler.kube.client import KubeConnection, LiveAPI, Unreachable, error_for
+from scheduler.kube.flowcontrol import TokenBucket
 from scheduler.kube.resources import PODGROUP_UPSTREAM, PODGROUP_UPSTREAM_ALPHA, PODGROUP_X
 from tests.fake_apiserver import FakeAPIServer
 

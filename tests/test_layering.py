@@ -9,7 +9,9 @@ The engine reaches plugins only through the framework's extension points and the
   a function), and no ``importlib.import_module("plugins...")`` / ``__import__("plugins...")`` of a literal.
 
 Then the way plugins do reach the engine: the ``dra_scheduler.registries`` entry points (the in-tree one of
-pyproject.toml, an out-of-tree one, the errors when none or a clashing one is installed).
+pyproject.toml, an out-of-tree one, the errors when none or a clashing one is installed). Last, the house rules of
+issue 26 (docs/architecture.md): rooms import only downwards, no import circle, no module over 1,000 lines unless
+its docstring says why it is kept whole.
 """
 
 from __future__ import annotations
@@ -226,18 +228,13 @@ def test_no_installed_registry_says_how_to_install(
 # * circles: the import graph has no strongly connected component of more than one module.
 #
 # KNOWN_UPWARD and KNOWN_CIRCLES are the debt left when issue 26 was worked on: the tests fail when a new one
-# appears and when a listed one is gone (then remove it from the list).
+# appears and when a listed one is gone (then remove it from the list). Both are empty now: any upward import and
+# any circle fails the suite.
 
 ROOMS = {"api": 0, "config": 1, "cache": 2, "framework": 3, "gang": 4, "loop": 5, "simulate": 6, "kube": 6, "cli": 7}
 PLUGINS_MAY_IMPORT = frozenset({"api", "config", "cache", "framework"})
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
-KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"plugins.dra.cel", "plugins.dra.cel_cost", "plugins.dra.cel_ext", "plugins.dra.cel_format"}),
-        frozenset({"plugins.dra.capacity", "plugins.dra.plugin"}),
-        frozenset({"plugins.defaultpreemption.group", "plugins.defaultpreemption.plugin"}),
-    }
-)
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset()
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -377,3 +374,63 @@ def test_the_checks_see_a_circle_through_a_function_and_an_upward_import(tmp_pat
     graph = import_graph(tmp_path)
     assert circles(graph) == {frozenset({"scheduler.api.a", "scheduler.loop.b"})}
     assert upward_imports(graph) == {("scheduler.api.a", "scheduler.loop.b"), ("plugins.p", "scheduler.loop.b")}
+
+
+# --- module size (issue 26) ----------------------------------------------------------------------------------
+#
+# A module of scheduler/ or plugins/ longer than MAX_MODULE_LINES lines is split along its seams, unless its
+# docstring says why it stays whole: a paragraph starting with KEPT_WHOLE and giving the reason (at least a
+# sentence). The marker is only for modules over the limit: one that shrank below it must drop the paragraph.
+
+MAX_MODULE_LINES = 1000
+KEPT_WHOLE = "Kept whole:"
+_MIN_REASON = 40  # characters of reason after the marker
+
+
+def _kept_whole_reason(path: Path) -> str | None:
+    """The reason after KEPT_WHOLE in the module docstring (up to the end of its paragraph), or None."""
+    doc = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
+    at = doc.find(KEPT_WHOLE)
+    if at < 0:
+        return None
+    return " ".join(doc[at + len(KEPT_WHOLE) :].split("\n\n", 1)[0].split())
+
+
+def module_size_problems(root: Path = ROOT) -> list[str]:
+    """``module: what is wrong`` for every module over the limit without a reason, and every module that gives a
+    reason while it is within the limit."""
+    problems = []
+    for mod, path in _modules(root).items():
+        n = len(path.read_text().splitlines())
+        reason = _kept_whole_reason(path)
+        if n > MAX_MODULE_LINES and (reason is None or len(reason) < _MIN_REASON):
+            problems.append(f"{mod}: {n} lines, over {MAX_MODULE_LINES}: split it or say why ({KEPT_WHOLE} ...)")
+        elif n <= MAX_MODULE_LINES and reason is not None:
+            problems.append(f"{mod}: {n} lines says {KEPT_WHOLE!r} but is within {MAX_MODULE_LINES}: drop it")
+    return problems
+
+
+def test_no_module_over_the_size_limit_unless_its_docstring_says_why() -> None:
+    assert module_size_problems() == []
+
+
+def test_the_size_check_sees_a_long_module_and_a_stale_reason(tmp_path: Path) -> None:
+    body = "x = 1\n" * MAX_MODULE_LINES
+    reason = f"{KEPT_WHOLE} one grammar, one recursive-descent parser whose parts call each other.\n"
+    files = {
+        "scheduler/__init__.py": "",
+        "scheduler/api/__init__.py": "",
+        "scheduler/api/long.py": '"""Long, no reason."""\n' + body,
+        "scheduler/api/why.py": f'"""Long.\n\n{reason}"""\n' + body,
+        "scheduler/api/short_why.py": f'"""Long.\n\n{KEPT_WHOLE} because.\n"""\n' + body,
+        "scheduler/api/stale.py": f'"""Short.\n\n{reason}"""\nx = 1\n',
+        "plugins/__init__.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert sorted(p.split(":")[0] for p in module_size_problems(tmp_path)) == [
+        "scheduler.api.long",
+        "scheduler.api.short_why",
+        "scheduler.api.stale",
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.api.model import DeviceResult
+from scheduler.api.dra import DeviceResult
 from scheduler.cache.ledger import DeviceLedger
 
 

@@ -1,6 +1,6 @@
 """Load-phase fast paths keep their answers (issue 16, item 1: the cost of 5,000 nodes).
 
-* ``model._attribute``: a ResourceSlice device attribute with one value field of its exact JSON type is read
+* ``dra._attribute``: a ResourceSlice device attribute with one value field of its exact JSON type is read
   without the ordered checks; any other shape takes the general path. Both must give the same typed value
   (``DeviceAttribute``: exactly one of bool, int, string, version and the list forms; pkg/apis/resource/types.go).
 * ``Cache``: the sorted node-name order (the order every filter walk starts from, as kube-scheduler's
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api import model
+from scheduler.api import dra
 from scheduler.api.semver import parse as parse_semver
 from scheduler.cache.cache import Cache
 
@@ -25,7 +25,7 @@ def _general(raw: Any) -> Any:
     class M(dict):  # type: ignore[type-arg]
         pass
 
-    return model._attribute(M(raw))
+    return dra._attribute(M(raw))
 
 
 @pytest.mark.parametrize(
@@ -38,16 +38,16 @@ def _general(raw: Any) -> Any:
     ],
 )
 def test_attribute_fast_path_equals_the_general_path(raw: dict[str, Any]) -> None:
-    fast = model._attribute(raw)
+    fast = dra._attribute(raw)
     slow = _general(raw)
     assert fast == slow
     assert type(fast) is type(slow)
 
 
 def test_attribute_version_is_a_parsed_semver() -> None:
-    assert model._attribute({"version": "580.95.5"}) == parse_semver("580.95.5")
+    assert dra._attribute({"version": "580.95.5"}) == parse_semver("580.95.5")
     with pytest.raises(ValueError):
-        model._attribute({"version": "1.2"})
+        dra._attribute({"version": "1.2"})
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -133,7 +133,7 @@ def test_simulate_collects_nothing_while_loading_and_restores_the_collector() ->
         gc.callbacks.remove(cb)
 
 
-def _fields(d: model.Device) -> dict[str, Any]:
+def _fields(d: dra.Device) -> dict[str, Any]:
     import dataclasses
 
     return {f.name: getattr(d, f.name) for f in dataclasses.fields(d)}
@@ -167,7 +167,7 @@ def test_plain_devices_take_the_short_way_with_the_same_result(raw: dict[str, An
         out.setdefault("allNodes", False)  # keeps it off the short way
         return out
 
-    assert _fields(model.device_from(raw, "d")) == _fields(model.device_from(general(raw), "d"))
+    assert _fields(dra.device_from(raw, "d")) == _fields(dra.device_from(general(raw), "d"))
 
 
 def test_run_keeps_the_collector_off_while_importing_and_restores_it() -> None:

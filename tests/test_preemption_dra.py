@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.fleet import scale_fleet
-from scheduler.api.model import DeviceResult
+from scheduler.api.dra import DeviceResult
 from scheduler.cache.ledger import DeviceLedger, LedgerView
 from scheduler.simulate.simulation import SimulationResult, simulate
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from bench.fleet import RACK_LABEL, scale_fleet
 from plugins.defaultpreemption.core import POD, POD_GROUP, Victim
 from plugins.defaultpreemption.group import ForkLedger, VictimIndex, admitted_priority
-from scheduler.api.model import DeviceResult
+from scheduler.api.dra import DeviceResult
 from scheduler.cache.cache import Cache
 from scheduler.cache.ledger import DeviceLedger
 from scheduler.config.schedulerconfig import default_config

@@ -31,7 +31,8 @@ from plugins.nodeunschedulable import NodeUnschedulable
 from plugins.podtopologyspread.plugin import PodTopologySpread
 from plugins.schedulinggates import SchedulingGates
 from plugins.tainttoleration import TaintToleration
-from scheduler.api.model import Node, Pod, ResourceClaim, claim_from, class_from, node_from, pod_from, slice_from
+from scheduler.api.dra import ResourceClaim, claim_from, class_from, slice_from
+from scheduler.api.model import Node, Pod, node_from, pod_from
 from scheduler.cache.cache import Cache
 from scheduler.config.schedulerconfig import default_config
 from scheduler.framework.interface import QueuedPodInfo, QueueingHint

@@ -159,7 +159,7 @@ def test_a_claims_spec_is_built_once_per_uid() -> None:
     (immutable in the API): the typed spec of the first is reused, not built again."""
     import copy
 
-    from scheduler.api.model import claim_from
+    from scheduler.api.dra import claim_from
 
     first = claim_from(_claim("uid-once"))
     later = copy.deepcopy(_claim("uid-once"))
@@ -181,18 +181,18 @@ def test_claims_with_equal_specs_share_one_typed_spec_built_once(monkeypatch: py
     """10,000 claims generated from one template at a start-up: the spec is built for the first and shared by the
     others (it was built once per claim: ~75 us each with its canonical JSON); the typed values are those a build
     gives. A spec differing in one field, or in a field the typed spec does not keep, is built from its own raw."""
-    from scheduler.api import model
+    from scheduler.api import dra
 
     built: list[object] = []
-    real = model.claim_spec_from
+    real = dra.claim_spec_from
 
-    def counting(raw: dict[str, object], path: str = "spec") -> model.ClaimSpec:
+    def counting(raw: dict[str, object], path: str = "spec") -> dra.ClaimSpec:
         built.append(raw)
         return real(raw, path)
 
-    monkeypatch.setattr(model, "claim_spec_from", counting)
-    monkeypatch.setattr(model, "_RECENT_SPECS", [])  # what earlier tests built
-    claims = [model.claim_from(_claim(f"uid-share-{i}")) for i in range(50)]
+    monkeypatch.setattr(dra, "claim_spec_from", counting)
+    monkeypatch.setattr(dra, "_RECENT_SPECS", [])  # what earlier tests built
+    claims = [dra.claim_from(_claim(f"uid-share-{i}")) for i in range(50)]
     assert len(built) == 1
     fresh = real(_claim("x")["spec"])  # type: ignore[arg-type]
     for c in claims:
@@ -200,21 +200,21 @@ def test_claims_with_equal_specs_share_one_typed_spec_built_once(monkeypatch: py
         assert c.spec == fresh and c.spec.fingerprint == fresh.fingerprint
         assert c.spec.requests == fresh.requests and c.spec.constraints == fresh.constraints
     assert [c.meta.uid for c in claims] == [f"uid-share-{i}" for i in range(50)]
-    two = model.claim_from(_claim("uid-share-two", count=2))
+    two = dra.claim_from(_claim("uid-share-two", count=2))
     assert len(built) == 2 and two.spec is not claims[0].spec
     assert two.spec.requests[0].exactly is not None and two.spec.requests[0].exactly.count == 2
     extra = _claim("uid-share-extra")
     extra["spec"]["devices"]["requests"][0]["exactly"]["unknownField"] = True  # type: ignore[index]
-    model.claim_from(extra)
+    dra.claim_from(extra)
     assert len(built) == 3
     # the first spec is still recent: shared again, not rebuilt
-    assert model.claim_from(_claim("uid-share-again")).spec is claims[0].spec and len(built) == 3
+    assert dra.claim_from(_claim("uid-share-again")).spec is claims[0].spec and len(built) == 3
 
 
 def test_a_spec_changed_in_place_is_built_again() -> None:
     """The comparison is against a private copy: a dict changed in place after its claim was built (an
     in-memory API, a test) is not mistaken for the spec it was."""
-    from scheduler.api.model import claim_from
+    from scheduler.api.dra import claim_from
 
     raw = _claim("uid-in-place")
     assert claim_from(raw).spec.requests[0].exactly.count == 1  # type: ignore[union-attr]

@@ -14,8 +14,10 @@ import test_allocator_properties as props
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plugins.dra.allocator import Allocator, Candidate
-from scheduler.api.model import Node, RequestSpec
+from plugins.dra.allocator import Allocator
+from plugins.dra.pools import Candidate
+from scheduler.api.dra import RequestSpec
+from scheduler.api.model import Node
 
 
 def _allocator_with(rnd: random.Random, calls: list[int]) -> type[Allocator]:

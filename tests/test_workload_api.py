@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.model import claim_from, pod_from, podgroup_from
+from scheduler.api.dra import claim_from
+from scheduler.api.model import pod_from, podgroup_from
 from scheduler.api.workload_api import (
     CompositePodGroup,
     LayoutError,

@@ -19,7 +19,8 @@ from bench.fleet import scale_fleet
 from scheduler.api.clusterapi import Obj, pod_writes, write_sequence
 from scheduler.cache.cache import Cache
 from scheduler.config.schedulerconfig import default_config
-from scheduler.kube.client import KubeConnection, TokenBucket, verb_and_resource
+from scheduler.kube.client import KubeConnection, verb_and_resource
+from scheduler.kube.flowcontrol import TokenBucket
 from scheduler.kube.metrics import SchedulerMetrics
 from scheduler.loop.queue import FakeClock
 from scheduler.loop.scheduler import Scheduler

@@ -88,15 +88,17 @@ import structlog
 from plugins.defaultpreemption.core import (
     COMPOSITE_POD_GROUP,
     POD_GROUP,
+    Eligible,
     Victim,
     filter_victims_with_pdb_violation,
     sort_by_importance,
     terminating_by_preemption,
 )
-from plugins.defaultpreemption.executor import preempt_pod
-from plugins.dra.plugin import _claims_of
+from plugins.defaultpreemption.executor import Executor, preempt_pod
+from plugins.dra.state import _claims_of
 from scheduler.api.clusterapi import ApiError
-from scheduler.api.model import Pod, PodGroup, ResourceClaim
+from scheduler.api.dra import ResourceClaim
+from scheduler.api.model import Pod, PodGroup
 from scheduler.api.workload_api import CompositePodGroup, leaves_of, scheduling_group
 from scheduler.api.workloads import PodDisruptionBudget
 from scheduler.cache.cache import Cache, NodeInfo, Snapshot
@@ -111,7 +113,6 @@ from scheduler.framework.interface import (
 )
 
 if TYPE_CHECKING:
-    from plugins.defaultpreemption.plugin import DefaultPreemption
     from scheduler.api.clusterapi import ClusterAPI
 
 log = structlog.get_logger("dra_scheduler.preemption")
@@ -519,7 +520,8 @@ def _members_local(members: Sequence[Pod]) -> bool:
 
 
 async def preempt_group(
-    plugin: DefaultPreemption,
+    executor: Executor,
+    eligible: Eligible | None,
     cache: Cache,
     preemptor: GroupPreemptor,
     nominated: Mapping[str, str],
@@ -528,7 +530,8 @@ async def preempt_group(
 ) -> GroupPreemption:
     """``PodGroupEvaluator.Preempt`` (see the module docstring). ``nominated``: the members' nominations (taken out
     of the nominator for the group's own search). Never evicts unless the group's search places it on the
-    cluster without the chosen victims."""
+    cluster without the chosen victims. ``executor`` and ``eligible``: DefaultPreemption's (its preemptions in
+    flight; its rule on victims, beyond "lower priority")."""
     members = preemptor.members
     if preemptor.never:
         return _fail(Code.UNSCHEDULABLE, "not eligible due to preemptionPolicy=Never.", members)
@@ -542,7 +545,6 @@ async def preempt_group(
                 return GroupPreemption(
                     Status(Code.SUCCESS, ("ongoing preemption on nominated nodes",)), dict(nominated)
                 )
-    eligible = plugin.eligible
     potential = [
         v
         for v in index.cluster()
@@ -638,7 +640,7 @@ async def preempt_group(
         Status(Code.SUCCESS, (f"found a placement for podgroup, preempting {len(pods)} victims",)),
         noms,
         tuple(pods),
-        prepare_actuation(plugin, preemptor, pods, scheduler_name, {p.key: index.node_name(p) for p in pods}),
+        prepare_actuation(executor, preemptor, pods, scheduler_name, {p.key: index.node_name(p) for p in pods}),
     )
 
 
@@ -659,7 +661,7 @@ def _independent(fork: Fork, v: Victim, nodes: set[str], ledger: DeviceLedger) -
 
 
 def prepare_actuation(
-    plugin: DefaultPreemption,
+    executor: Executor,
     preemptor: GroupPreemptor,
     victims: Sequence[Pod],
     scheduler_name: str,
@@ -671,7 +673,6 @@ def prepare_actuation(
     todo = [p for p in victims if not p.meta.deleting]
     if not todo:
         return None
-    executor = plugin.executor
     uids = [m.uid for m in preemptor.members]
     executor.preempting.update(uids)
 

@@ -252,7 +252,7 @@ class DefaultPreemption:
         (:func:`~plugins.defaultpreemption.group.preempt_group`); the status message is prefixed "pod group
         preemption: " as upstream's."""
         preemptor = group_preemptor(cache.snapshot(), group.pod_group, group.unscheduled, group.group_pods)
-        res = await preempt_group(self, cache, preemptor, nominated, scheduling, scheduler_name)
+        res = await preempt_group(self.executor, self.eligible, cache, preemptor, nominated, scheduling, scheduler_name)
         st = res.status
         if st.message:
             res.status = Status(st.code, (f"{PREFIX}{st.message}",), st.plugin)

@@ -52,11 +52,11 @@ from plugins.defaultpreemption.core import (
     pod_start_time,
     sort_by_importance,
 )
-from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
-from plugins.dra.plugin import node_allocation
+from plugins.dra.state import STATE_KEY as DRA_STATE_KEY
+from plugins.dra.state import node_allocation
 from plugins.topology.plugin import EXPLAIN_KEY, GpuTopology, NodeView, free_gpus, whole_gpus
 from plugins.topology.scoring import Value, best_set_value
-from scheduler.api.model import ALLOCATION_MODE_EXACT
+from scheduler.api.dra import ALLOCATION_MODE_EXACT
 from scheduler.cache.cache import Snapshot
 from scheduler.framework.interface import Code, CycleState, Status
 

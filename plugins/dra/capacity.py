@@ -20,18 +20,35 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from plugins.dra.allocator import Allocator, ClaimInput, Pool
-from scheduler.api.model import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT, RequestSpec
+from plugins.dra.allocator import Allocator, ClaimInput
+from plugins.dra.cel import SelectorCache
+from plugins.dra.cel_engine import DeviceInput
+from plugins.dra.pools import Features, Pool
+from plugins.dra.state import _CycleData
+from scheduler.api.dra import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT, RequestSpec
 from scheduler.cache.ledger import DeviceID
 from scheduler.framework.capacity import ALL, EXACT, FIRST, UNBOUNDED, DeviceDemand
 
 if TYPE_CHECKING:
-    from plugins.dra.plugin import DynamicResources, _CycleData
     from scheduler.cache.cache import NodeInfo, Snapshot
 
 __all__ = ["DeviceDemand", "MatchMemo", "device_room", "member_demands"]
+
+class DeviceSelection(Protocol):
+    """What selects a node's devices as the allocator does: DynamicResources' feature gates, CEL selector cache and
+    device inputs (:class:`plugins.dra.plugin.DynamicResources` is one)."""
+
+    @property
+    def features(self) -> Features: ...
+
+    @property
+    def selectors(self) -> SelectorCache: ...
+
+    @property
+    def device_inputs(self) -> dict[tuple[int, int], DeviceInput]: ...
+
 
 _MAX_MATCHES = 200_000  # cached (node, class and selectors) entries before the memo starts over
 _MEMO_KEY = "matches"
@@ -117,7 +134,7 @@ class MatchMemo:
 
 
 def device_room(
-    plugin: DynamicResources,
+    plugin: DeviceSelection,
     snap: Snapshot,
     info: NodeInfo,
     pools: list[Pool],
@@ -167,7 +184,7 @@ def device_room(
     return cap, free_by_key
 
 
-def _probe(plugin: DynamicResources, m: MatchMemo, snap: Snapshot) -> Allocator:
+def _probe(plugin: DeviceSelection, m: MatchMemo, snap: Snapshot) -> Allocator:
     probe = m.probe
     if probe is None or probe.ledger is not snap.ledger:
         probe = m.probe = Allocator(plugin.features, snap.ledger, snap.classes, plugin.selectors, plugin.device_inputs)
@@ -176,7 +193,7 @@ def _probe(plugin: DynamicResources, m: MatchMemo, snap: Snapshot) -> Allocator:
 
 
 def _matching(
-    plugin: DynamicResources,
+    plugin: DeviceSelection,
     m: MatchMemo,
     snap: Snapshot,
     info: NodeInfo,

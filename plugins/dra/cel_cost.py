@@ -29,7 +29,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INF", "Size", "estimate"]
+from plugins.dra.cel_ext import translate
+from plugins.dra.cel_format import format_size_bound
+from plugins.dra.cel_lib import PREFIX
+from plugins.dra.cel_syntax import (
+    Binary,
+    Cond,
+    Ident,
+    Index,
+    ListLit,
+    Lit,
+    MapLit,
+    Node,
+    Select,
+    StructLit,
+    Unary,
+    _device_field,
+    _is_bind,
+    _is_has,
+    _macro_vars,
+    parse_expression,
+)
+
+__all__ = ["INF", "Size", "estimate", "estimate_cost"]
 
 INF = math.inf
 _DRIVER = 63.0
@@ -72,37 +94,36 @@ def _mul(a: float, b: float) -> float:
 
 
 def estimate(node: Any) -> float:
-    """The cost bound of a syntax tree of :mod:`plugins.dra.cel` (``inf`` if unbounded)."""
+    """The cost bound of a syntax tree of :mod:`plugins.dra.cel_syntax` (``inf`` if unbounded)."""
     return _est(node, {})[0]
 
 
 def _est(node: Any, scope: Mapping[str, Size]) -> tuple[float, Size]:
-    from plugins.dra import cel as c
 
-    if isinstance(node, c.Lit):
+    if isinstance(node, Lit):
         if isinstance(node.value, str | bytes):
             return 0.0, Size(float(len(node.value)))
         return 0.0, _ONE
-    if isinstance(node, c.Ident):
+    if isinstance(node, Ident):
         if not node.leading_dot and node.name in scope:
             return 1.0, scope[node.name]
         return 1.0, _UNKNOWN if node.name != "device" else _ONE
-    if isinstance(node, c.Select):
+    if isinstance(node, Select):
         vars_ = {k: "var" for k in scope}
-        f = c._device_field(node, vars_)
+        f = _device_field(node, vars_)
         if f is not None:
             size = {"driver": Size(_DRIVER), "attributes": _OUTER, "capacity": _OUTER}.get(f, _ONE)
             return 2.0, size
         cost, size = _est(node.operand, scope)
         return cost + 1.0, size.element()
-    if isinstance(node, c.Index):
+    if isinstance(node, Index):
         c1, s1 = _est(node.operand, scope)
         c2, _ = _est(node.index, scope)
         return c1 + c2 + 1.0, s1.element()
-    if isinstance(node, c.Unary):
+    if isinstance(node, Unary):
         cost, size = _est(node.operand, scope)
         return cost + 1.0, size
-    if isinstance(node, c.Binary):
+    if isinstance(node, Binary):
         lc, ls = _est(node.left, scope)
         rc, rs = _est(node.right, scope)
         if node.op in ("&&", "||"):
@@ -114,17 +135,17 @@ def _est(node: Any, scope: Mapping[str, Size]) -> tuple[float, Size]:
         if node.op in ("==", "!=", "<", "<=", ">", ">="):
             return lc + rc + _touch(Size(min(ls.n, rs.n))), _ONE
         return lc + rc + 1.0, _ONE
-    if isinstance(node, c.Cond):
+    if isinstance(node, Cond):
         cc, _ = _est(node.cond, scope)
         tc, ts = _est(node.then, scope)
         fc, fs = _est(node.other, scope)
         big = ts if ts.n >= fs.n else fs
         return cc + tc + fc, big
-    if isinstance(node, c.ListLit):
+    if isinstance(node, ListLit):
         costs = [_est(e, scope) for e in node.elems]
         largest = max((s for _, s in costs), key=lambda s: s.n, default=None)
         return 10.0 + sum(x for x, _ in costs), Size(float(len(node.elems)), largest)
-    if isinstance(node, c.MapLit):
+    if isinstance(node, MapLit):
         cost = 30.0
         elem: Size | None = None
         for k, v, _ in node.entries:
@@ -133,18 +154,18 @@ def _est(node: Any, scope: Mapping[str, Size]) -> tuple[float, Size]:
             cost += kc + vc
             elem = vs if elem is None or vs.n > elem.n else elem
         return cost, Size(float(len(node.entries)), elem)
-    if isinstance(node, c.StructLit):
+    if isinstance(node, StructLit):
         return 40.0 + sum(_est(v, scope)[0] for _, v, _ in node.fields), Size(float(len(node.fields)))
     # Call
-    if c._is_has(node):
+    if _is_has(node):
         sel = node.args[0]
         return _est(sel.operand, scope)[0] + 1.0, _ONE
-    if c._is_bind(node):
+    if _is_bind(node):
         var = node.args[0].name
         ic, isize = _est(node.args[1], scope)
         bc, bsize = _est(node.args[2], {**scope, var: isize})
         return ic + bc, bsize
-    names = c._macro_vars(node)
+    names = _macro_vars(node)
     if names is not None and node.target is not None:
         rc, rsize = _est(node.target, scope)
         loop = {**scope, **dict.fromkeys(names, rsize.element())}
@@ -164,8 +185,6 @@ def _est(node: Any, scope: Mapping[str, Size]) -> tuple[float, Size]:
 
 
 def _call(node: Any, cost: float, ts: Size, sizes: list[Size]) -> tuple[float, Size]:
-    from plugins.dra import cel as c
-    from plugins.dra.cel_ext import PREFIX
 
     fn = node.fn
     if fn.startswith(PREFIX):
@@ -192,13 +211,12 @@ def _call(node: Any, cost: float, ts: Size, sizes: list[Size]) -> tuple[float, S
         total = ts.n + _mul(ts.n + 1.0, new)
         return cost + _touch(Size(total)), Size(total)
     if fn == "format":
-        from plugins.dra.cel_format import format_size_bound
 
         # the text, plus per argument its formatted form (a double's %.6f has up to 316 characters, a quoted
         # string up to 10 per character), plus what precisions and widths add (x/text keeps at most 32767
         # fraction digits and a 16-bit width: 66,000 per clause of a format string that is not a literal)
         fmt_node = node.args[0] if node.fn.startswith(PREFIX) else node.target
-        if isinstance(fmt_node, c.Lit) and isinstance(fmt_node.value, str):
+        if isinstance(fmt_node, Lit) and isinstance(fmt_node.value, str):
             extra = format_size_bound(fmt_node.value)
         else:
             extra = _mul(ts.n, 33_000.0)
@@ -210,13 +228,13 @@ def _call(node: Any, cost: float, ts: Size, sizes: list[Size]) -> tuple[float, S
         return cost + _touch(first), Size(max(first.n, 64.0))
     if fn == "lists_range":
         arg = node.args[0] if node.args else None
-        n = float(arg.value) if isinstance(arg, c.Lit) and isinstance(arg.value, int) else INF
+        n = float(arg.value) if isinstance(arg, Lit) and isinstance(arg.value, int) else INF
         n = max(n, 0.0)
         return cost + _touch(Size(n)), Size(n, _ONE)
     if fn == "flatten":
         depth_arg = node.args[2] if len(node.args) > 2 else None
-        depth = int(depth_arg.value) if isinstance(depth_arg, c.Lit) and isinstance(depth_arg.value, int) else 1
-        if len(node.args) > 2 and not isinstance(depth_arg, c.Lit):
+        depth = int(depth_arg.value) if isinstance(depth_arg, Lit) and isinstance(depth_arg.value, int) else 1
+        if len(node.args) > 2 and not isinstance(depth_arg, Lit):
             depth = 64
         size = ts
         for _ in range(max(depth, 0)):
@@ -231,3 +249,10 @@ def _call(node: Any, cost: float, ts: Size, sizes: list[Size]) -> tuple[float, S
     if fn in ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath"):
         return cost + _touch(ts), ts
     return cost, _ATTR if fn not in ("quantity", "semver", "ip", "cidr", "url") else _ONE
+
+
+def estimate_cost(expression: str | Node) -> float:
+    """Static upper bound of the runtime cost of a selector; ``inf`` if unbounded."""
+
+    node = parse_expression(expression) if isinstance(expression, str) else expression
+    return estimate(translate(node, checked=True))

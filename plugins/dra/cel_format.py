@@ -4,7 +4,7 @@ Kubernetes' base CEL environment (``k8s.io/apiserver`` v0.37.2 ``pkg/cel/environ
 ``ext.Strings(ext.StringsVersion(2))``; below version 4 cel-go formats with ``ext/formatting.go`` (the
 "v1" formatter, github.com/google/cel-go v0.29.2), not with the cel-spec formatter of ``formatting_v2.go``
 that cel-cpp (cel-expr-python) implements natively. Both Python engines therefore call
-:func:`string_format` (``__dra_format``, see :mod:`plugins.dra.cel_ext`), which reproduces the v1
+:func:`string_format` (``__dra_format``, see :mod:`plugins.dra.cel_lib`), which reproduces the v1
 formatter from its semantics:
 
 * clauses ``%s %d %f %e %b %x %X %o`` with an optional precision ``%.N<verb>`` (parsed for every verb, used
@@ -41,7 +41,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["FormatError", "Opaque", "TypeValue", "check_format_calls", "string_format"]
+from plugins.dra.cel_syntax import Call, CELCompileError, ListLit, Lit, MapLit, _children
+from plugins.dra.cel_types import _infer
+from plugins.dra.cel_values import CIDRValue, IPValue, Opaque, TypeValue, URLValue
+
+__all__ = ["FormatError", "check_format_calls", "string_format"]
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _NAN_INF = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -51,35 +55,8 @@ class FormatError(ValueError):
     """A formatting failure (a CEL runtime error, or a compile error from :func:`check_format_calls`)."""
 
 
-class Opaque:
-    """A Kubernetes library value handed to Python as a tagged map on cel-expr-python (Quantity, Semver, IP,
-    ...): its CEL type name and its normalised tag (equal tags: equal values). ``%s`` cannot format it."""
-
-    __slots__ = ("key", "type_name")
-
-    def __init__(self, type_name: str, key: object = None) -> None:
-        self.type_name = type_name
-        self.key = key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Opaque) and (self.type_name, self.key) == (other.type_name, other.key)
-
-    def __hash__(self) -> int:
-        return hash((self.type_name, self.key))
-
-
-class TypeValue:
-    """A CEL type value (``type(1)``): ``%s`` prints its name."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 def type_name(v: object) -> str:
     """cel-go's name of a value's type, for error messages."""
-    from plugins.dra import cel_ext
 
     if isinstance(v, bool):
         return "bool"
@@ -105,11 +82,11 @@ def type_name(v: object) -> str:
         return "type"
     if isinstance(v, Opaque):
         return v.type_name
-    if isinstance(v, cel_ext.IPValue):
+    if isinstance(v, IPValue):
         return "net.IP"
-    if isinstance(v, cel_ext.CIDRValue):
+    if isinstance(v, CIDRValue):
         return "net.CIDR"
-    if isinstance(v, cel_ext.URLValue):
+    if isinstance(v, URLValue):
         return "kubernetes.URL"
     return str(getattr(v, "cel_type_name", type(v).__name__))
 
@@ -472,7 +449,7 @@ def format_size_bound(fmt: str) -> float:
 
 # -- compile-time validation --------------------------------------------------------------------------------
 
-# static type (plugins.dra.cel._infer) -> the clauses that accept it
+# static type (plugins.dra.cel_types._infer) -> the clauses that accept it
 _ACCEPTS = {
     "s": {"list", "map", "capdomain", "int", "uint", "double", "bool", "string", "timestamp", "bytes", "duration",
           "type", "null_type"},
@@ -503,28 +480,26 @@ def _static_error(verb: str, t: str) -> FormatError:
 
 
 def _static(e: Any) -> str:
-    from plugins.dra import cel as c
 
     try:
-        return c._infer(e, {})
-    except c.CELCompileError:
+        return _infer(e, {})
+    except CELCompileError:
         return "dyn"
 
 
 def _verify_string(e: Any) -> str | None:
     """cel-go ``stringFormatChecker.verifyString``: the static type that ``%s`` refuses (looking into list
     and map literals), or None."""
-    from plugins.dra import cel as c
 
     t = _static(e)
     if t not in _ACCEPTS["s"] and t != "dyn":
         return t
-    if isinstance(e, c.ListLit):
+    if isinstance(e, ListLit):
         for x in e.elems:
             bad = _verify_string(x)
             if bad is not None:
                 return bad
-    if isinstance(e, c.MapLit):
+    if isinstance(e, MapLit):
         for k, v, _ in e.entries:
             bad = _verify_string(k) or _verify_string(v)
             if bad is not None:
@@ -548,29 +523,28 @@ def _check_clause(elems: Sequence[Any], index: int, precision: int | None, verb:
 def check_format_calls(tree: Any) -> None:
     """cel-go's ``stringFormatValidator``: every ``"<constant>".format([<list literal>])`` is checked when the
     selector compiles (clause syntax, argument count, statically known argument types). Raises
-    :class:`plugins.dra.cel.CELCompileError`."""
-    from plugins.dra import cel as c
+    :class:`plugins.dra.cel_syntax.CELCompileError`."""
 
     stack = [tree]
     while stack:
         node = stack.pop()
-        stack.extend(c._children(node))
+        stack.extend(_children(node))
         if not (
-            isinstance(node, c.Call)
+            isinstance(node, Call)
             and node.fn == "format"
-            and isinstance(node.target, c.Lit)
+            and isinstance(node.target, Lit)
             and isinstance(node.target.value, str)
             and node.target.kind == "string"
             and len(node.args) == 1
-            and isinstance(node.args[0], c.ListLit)
+            and isinstance(node.args[0], ListLit)
         ):
             continue
         elems = node.args[0].elems
         try:
             _, used = _format(node.target.value, len(elems), functools.partial(_check_clause, elems))
         except FormatError as e:
-            raise c.CELCompileError(str(e)) from None
+            raise CELCompileError(str(e)) from None
         if len(elems) > used:
-            raise c.CELCompileError(
+            raise CELCompileError(
                 f"too many arguments supplied to string.format (expected {used}, got {len(elems)})"
             )

@@ -31,9 +31,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from plugins.dra.allocator import _device_on_node, _slice_relevant
-from plugins.dra.cel import CELError, SelectorCache, device_input
-from scheduler.api.model import DeviceClass, Node, Pod, ResourceClaim, ResourceSlice
+from plugins.dra.cel import SelectorCache
+from plugins.dra.cel_engine import device_input
+from plugins.dra.cel_syntax import CELError
+from plugins.dra.pools import _device_on_node, _slice_relevant
+from scheduler.api.dra import DeviceClass, ResourceClaim, ResourceSlice
+from scheduler.api.model import Node, Pod
 from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.cache.ledger import DeviceLedger
 

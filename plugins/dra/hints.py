@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from plugins.dra.extended import EXTENDED_CLAIM_ANNOTATION
-from scheduler.api.model import Node, Pod, ResourceClaim
+from scheduler.api.dra import ResourceClaim
+from scheduler.api.model import Node, Pod
 from scheduler.framework.interface import QueueingHint
 
 QUEUE = QueueingHint.QUEUE

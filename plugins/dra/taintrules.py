@@ -15,7 +15,7 @@ the allocator a rule's taint is therefore indistinguishable from a driver's: a `
 tracker emit ResourceSlice update events, which requeue pods waiting for devices.
 
 Here the same happens without copying slices: :class:`TaintRules` gives the rule taints of a device by
-(driver, pool, device name); the allocator's pool builder (:func:`plugins.dra.allocator.gather_pools`)
+(driver, pool, device name); the allocator's pool builder (:func:`plugins.dra.pools.gather_pools`)
 stores them beside each candidate and checks them together with the device's own taints. Rules are applied
 in name order (upstream's order is the informer's, i.e. unspecified; it does not change what is allocatable).
 :class:`TaintRuleTracker` turns the snapshot's rules into a :class:`TaintRules` whose ``generation`` changes
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.devicetaintrules import KIND, DeviceTaintRule, DeviceTaintSelector, RuleCondition, rule_from
-from scheduler.api.model import DeviceToleration, Taint
+from scheduler.api.dra import DeviceToleration
+from scheduler.api.model import Taint
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})  # None and unknown effects never block
 

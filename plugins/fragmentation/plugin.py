@@ -49,10 +49,11 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from plugins.dra.allocator import Allocator, Candidate, ClaimAllocation, ClaimInput
-from plugins.dra.plugin import DEVICE_ORDER_KEY, ClaimResolutionError, node_allocation, pod_claims
-from plugins.dra.plugin import NAME as DRA_NAME
-from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
+from plugins.dra.allocator import Allocator, ClaimAllocation, ClaimInput
+from plugins.dra.pools import Candidate
+from plugins.dra.state import DEVICE_ORDER_KEY, ClaimResolutionError, node_allocation, pod_claims
+from plugins.dra.state import NAME as DRA_NAME
+from plugins.dra.state import STATE_KEY as DRA_STATE_KEY
 from plugins.fragmentation.core import (
     DeviceModel,
     Mix,
@@ -67,7 +68,8 @@ from plugins.fragmentation.core import (
     supply,
     unit_keys,
 )
-from scheduler.api.model import CPU, MEMORY, ClaimSpec, DeviceRequest, Node, Pod, RequestSpec
+from scheduler.api.dra import ClaimSpec, DeviceRequest, RequestSpec
+from scheduler.api.model import CPU, MEMORY, Node, Pod
 from scheduler.cache.ledger import DeviceID, DeviceLedger
 from scheduler.config.registry import PluginSpec
 from scheduler.framework.helpers import min_max_normalize_score, min_max_normalized

@@ -66,7 +66,8 @@ from scheduler.framework.nominator import status_nominated_node
 
 if TYPE_CHECKING:
     from plugins.dra.cel import SelectorCache
-    from scheduler.api.model import DeviceClass, Node, Pod
+    from scheduler.api.dra import DeviceClass
+    from scheduler.api.model import Node, Pod
     from scheduler.cache.cache import NodeInfo, Snapshot
 
 NAME = "NodeResourcesFit"

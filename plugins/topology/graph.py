@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.api.model import Device, ResourceSlice
+from scheduler.api.dra import Device, ResourceSlice
 
 if TYPE_CHECKING:
     # imported where a graph is built (build_topology): networkx takes ~0.08 s to import, and a scheduler whose

@@ -44,9 +44,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
 
-from plugins.dra.allocator import Candidate, ClaimAllocation
-from plugins.dra.plugin import DEVICE_ORDER_KEY, node_allocation
-from plugins.dra.plugin import STATE_KEY as DRA_STATE_KEY
+from plugins.dra.allocator import ClaimAllocation
+from plugins.dra.pools import Candidate
+from plugins.dra.state import DEVICE_ORDER_KEY, node_allocation
+from plugins.dra.state import STATE_KEY as DRA_STATE_KEY
 from plugins.topology.domains import DEFAULT_LEVELS
 from plugins.topology.graph import (
     ANNOTATION,
@@ -60,7 +61,8 @@ from plugins.topology.graph import (
     topology_from_inputs,
 )
 from plugins.topology.scoring import SubsetTable, Value, best_set_value, describe, table_for
-from scheduler.api.model import Node, Pod, PodGroup, RequestSpec, ResourceSlice
+from scheduler.api.dra import RequestSpec, ResourceSlice
+from scheduler.api.model import Node, Pod, PodGroup
 from scheduler.cache.ledger import DeviceID, DeviceLedger
 from scheduler.config.registry import PluginSpec
 from scheduler.framework.domains import Level, Plan, find_level, plan, shared_depth

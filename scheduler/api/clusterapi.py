@@ -74,7 +74,7 @@ def pod_writes() -> Iterator[int]:
     """Mark the API requests made in this context, and in the tasks created in it, as the writes of one
     binding cycle (a pod's, or a pod group's commit) that started after every earlier one: each ``with``
     takes the next number of one process-wide sequence. The live client's rate limiter serves waiting
-    requests of older binding cycles first (``scheduler.kube.client.TokenBucket``), so that a pod's writes
+    requests of older binding cycles first (``scheduler.kube.flowcontrol.TokenBucket``), so that a pod's writes
     go out before the writes of pods scheduled after it. :class:`~scheduler.simulate.memapi.InMemoryAPI` ignores it.
 
     ``asyncio.create_task`` copies the current context: wrapping the ``create_task`` of a binding cycle

@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.api.model import Meta, ModelError, Pod, PodGroup, ResourceClaim, meta_from
+from scheduler.api.dra import ResourceClaim
+from scheduler.api.model import Meta, ModelError, Pod, PodGroup, meta_from
 
 GROUP = "scheduling.k8s.io"
 V1BETA1 = "scheduling.k8s.io/v1beta1"

@@ -28,26 +28,28 @@ from typing import Any
 
 import structlog
 
-from scheduler.api.model import (
-    CPU,
-    MEMORY,
+from scheduler.api.dra import (
     DeviceClass,
-    ModelError,
-    Node,
-    Pod,
-    PodGroup,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
     claim_from,
     class_from,
     forget_claim_spec,
+    slice_from,
+    template_from,
+)
+from scheduler.api.model import (
+    CPU,
+    MEMORY,
+    ModelError,
+    Node,
+    Pod,
+    PodGroup,
     node_from,
     pod_from,
     pod_non_zero_requests,
     podgroup_from,
-    slice_from,
-    template_from,
 )
 from scheduler.api.objects import OBJECT_KINDS
 from scheduler.cache.ledger import DeviceLedger, PoolID

@@ -42,8 +42,9 @@ from typing import Any
 
 import structlog
 
+from scheduler.api.dra import ResourceClaim
 from scheduler.api.labelselector import LabelSelector, selector_from
-from scheduler.api.model import ModelError, ResourceClaim
+from scheduler.api.model import ModelError
 
 log = structlog.get_logger("dra_scheduler.coexistence")
 

@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.api.model import DeviceResult
+from scheduler.api.dra import DeviceResult
 from scheduler.api.quantity import Quantity
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)

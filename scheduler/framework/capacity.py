@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from scheduler.api.model import DeviceClass
+    from scheduler.api.dra import DeviceClass
     from scheduler.cache.cache import NodeInfo, Snapshot
     from scheduler.framework.interface import CycleState
 

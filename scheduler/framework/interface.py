@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from scheduler.api.clusterapi import ClusterAPI
-    from scheduler.api.model import DeviceResult, Pod, PodGroup
+    from scheduler.api.dra import DeviceResult
+    from scheduler.api.model import Pod, PodGroup
     from scheduler.cache.cache import Cache, NodeInfo, Snapshot
     from scheduler.cache.ledger import DeviceLedger
     from scheduler.framework.domains import Level, Plan

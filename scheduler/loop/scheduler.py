@@ -26,7 +26,8 @@ from typing import Any
 import structlog
 
 from scheduler.api.clusterapi import ApiError, ClusterAPI, NotFound, pod_writes
-from scheduler.api.model import Pod, ResourceClaim
+from scheduler.api.dra import ResourceClaim
+from scheduler.api.model import Pod
 from scheduler.cache.cache import Cache, NodeInfo
 from scheduler.cache.coexistence import DoubleAllocationDetector
 from scheduler.config.registry import PluginSpec, default_registry

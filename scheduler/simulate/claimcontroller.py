@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from scheduler.api.clusterapi import ClusterAPI, NotFound, Obj
-from scheduler.api.model import CLAIM_FINALIZER, POD_CLAIM_NAME_ANNOTATION
+from scheduler.api.dra import CLAIM_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 
 log = structlog.get_logger("dra_scheduler.claimcontroller")
 MAX_BASE_LEN = 57

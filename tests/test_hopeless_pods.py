@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework import runtime
+from scheduler.framework import batch, runtime
 from scheduler.simulate.simulation import simulate
 
 
@@ -43,25 +43,29 @@ def _objs(nodes: int, pods: int) -> list[dict[str, Any]]:
 
 
 def _count_refilters(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts, in ``["own"]``, the Filter runs made inside ``Framework.own_rejections``."""
+    """Counts, in ``["own"]``, the Filter runs made to rename reused rejections (``Framework.own_rejections``,
+    or ``BatchRunner._refusal`` which does the same from its groups)."""
     calls = {"own": 0}
-    real_own = runtime.Framework.own_rejections
     real_filter = runtime.Framework.run_filter
     inside = {"on": False}
 
-    def own(self: Any, *a: Any, **k: Any) -> Any:
-        inside["on"] = True
-        try:
-            return real_own(self, *a, **k)
-        finally:
-            inside["on"] = False
+    def wrap(real: Any) -> Any:
+        def inner(self: Any, *a: Any, **k: Any) -> Any:
+            inside["on"] = True
+            try:
+                return real(self, *a, **k)
+            finally:
+                inside["on"] = False
+
+        return inner
 
     def run_filter(self: Any, *a: Any, **k: Any) -> Any:
         if inside["on"]:
             calls["own"] += 1
         return real_filter(self, *a, **k)
 
-    monkeypatch.setattr(runtime.Framework, "own_rejections", own)
+    monkeypatch.setattr(runtime.Framework, "own_rejections", wrap(runtime.Framework.own_rejections))
+    monkeypatch.setattr(batch.BatchRunner, "_refusal", wrap(batch.BatchRunner._refusal))
     monkeypatch.setattr(runtime.Framework, "run_filter", run_filter)
     return calls
 
@@ -211,3 +215,91 @@ def test_swap_claims_replaces_whole_keys_only() -> None:
         _swap_claims(text, swap)
         == "1 claim ns/x, request g; resourceclaim ns/y not available; claim ns/a-10, r; claim ns/x"
     )
+
+
+def _mixed_gpu_objs() -> list[dict[str, Any]]:
+    """Nodes of one shareable GPU of 100 * (i + 1) milli; pods asking 300 milli (one signature) interleaved with
+    pods asking 100 milli (another): the 300s fill what they can, then are refused while the 100s keep changing
+    nodes between the refusals, so the refused pods' rejections come from pods bound since (gone), from refused
+    pods (known), and from their own Filter on the changed nodes."""
+    objs = _gpu_objs(12, 0)
+    objs += [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": f"gpu-{m}", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"milli": str(m)}}}}
+            ]}}},
+        }
+        for m in (100, 300)
+    ]
+    for i in range(60):
+        m = 100 if i % 3 == 2 else 300
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p{i:02d}", "namespace": "default",
+                             "creationTimestamp": f"2026-01-01T00:{i:02d}:00Z"},
+                "spec": {
+                    "schedulerName": "dra-scheduler",
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f"gpu-{m}"}],
+                },
+            }
+        )
+    return objs
+
+
+def _outcomes(objs: list[dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
+    res = asyncio.run(simulate([dict(o) for o in objs]))
+    out = {}
+    for pod in (o for o in res.items if o["kind"] == "Pod"):
+        [cond] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        spec = pod["spec"]
+        out[pod["metadata"]["name"]] = (spec.get("nodeName", ""), cond.get("reason", ""), cond.get("message", ""))
+    return out
+
+
+def test_refusal_groups_give_the_statuses_of_filtering_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refused pods' statuses kept in groups across cycles (BatchRunner._refusal, updated for the changed
+    nodes and the owners gone) give every pod the node and the message that renaming node by node gives, and that
+    running every plugin on every node (no reuse at all) gives."""
+    objs = _mixed_gpu_objs()
+    monkeypatch.setenv("DRA_SCHEDULER_REFUSALS", "groups")
+    grouped = _outcomes(objs)
+    monkeypatch.setenv("DRA_SCHEDULER_REFUSALS", "nodes")
+    by_node = _outcomes(objs)
+    monkeypatch.setenv("DRA_SCHEDULER_REUSE", "off")
+    fresh = _outcomes(objs)
+    refused = [k for k, v in grouped.items() if not v[0]]
+    assert len(refused) >= 10 and len(refused) < len(grouped) - 5, grouped
+    assert grouped == by_node == fresh
+
+
+def test_a_refused_signature_fits_again_when_a_node_changes() -> None:
+    """Groups kept for a refused signature must follow the nodes: after every node refused pod 0, one node changes
+    to fit, and the next equal pod is placed there; when it stops fitting the next one is refused with the
+    counts of every node."""
+    from scheduler.cache.cache import Cache
+    from tests.test_batching import World, _cycle, _node, _pod, _schedulers
+
+    names = [f"node-{i:03d}" for i in range(6)]
+    world = World(names, 0)
+    for name in names:
+        world.change(name, False, 50, 0)
+    cache = Cache()
+    for name in names:
+        cache.apply("Node", "ADDED", _node(name))
+    scheds = _schedulers(world, cache, 0, ("Static",))
+    got = {mode: _cycle(s, _pod(0)) for mode, s in scheds.items()}
+    assert got["batch"][0] is None and got["batch"] == got["off"]
+    world.change("node-004", True, 50, 0)
+    got = {mode: _cycle(s, _pod(1)) for mode, s in scheds.items()}
+    assert got["batch"][0] == "node-004" and got["batch"] == got["off"]
+    world.change("node-004", False, 50, 0)
+    world.change("node-001", False, 60, 0)
+    got = {mode: _cycle(s, _pod(2)) for mode, s in scheds.items()}
+    assert got["batch"][0] is None and got["batch"] == got["off"] == got["memo"]
+    assert got["batch"][1].startswith("0/6 nodes are available: 1 0 does not fit, 1 1 does not fit,")

@@ -54,6 +54,7 @@ def _message(objs: list[dict[str, Any]]) -> str:
 
 def test_no_victim_anywhere_same_message_without_dry_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dp, "may_have_victims", lambda node, prio: True)
+    monkeypatch.setattr(dp.VictimFloors, "any_victim", lambda self, snap, prio: True)
     full = _message(_objs(0))
     monkeypatch.undo()
     built: list[Any] = []
@@ -93,3 +94,54 @@ def test_may_have_victims_reads_priorities_and_groups() -> None:
     assert not dp.may_have_victims(info(P(10), P(20)), 10)
     assert dp.may_have_victims(info(P(10), P(5)), 10)
     assert dp.may_have_victims(info(P(50, "g")), 10)  # a group's victim priority is the group's
+
+
+def test_one_priority_cluster_skips_the_whole_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pod of one priority (the trace replay): no node is dry-run, not even asked may_have_victims, and the
+    message and the random stream are those of the full pass."""
+    calls: list[int] = []
+    monkeypatch.setattr(dp.DefaultPreemption, "dry_run_preemption", lambda *a, **k: calls.append(1) or ([], {}))
+    fast = _message(_objs(0, bound=True))
+    assert calls == []
+    monkeypatch.undo()
+    monkeypatch.setattr(dp.VictimFloors, "any_victim", lambda self, snap, prio: True)
+    assert _message(_objs(0, bound=True)) == fast
+    assert "3 No preemption victims found for incoming pod" in fast
+
+
+def _pod_event(name: str, node: str, priority: int, group: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "dra-scheduler", "nodeName": node, "priority": priority,
+                            "containers": [{"name": "c", "image": "x"}]}
+    raw: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}"}, "spec": spec}
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    return raw
+
+
+def test_victim_floors_follow_changed_nodes() -> None:
+    """VictimFloors is kept from the snapshot's log of changed nodes: a lower-priority pod bound later is seen
+    (preemption runs again), and its deletion too; every answer equals a rebuild and may_have_victims on every
+    node."""
+    from scheduler.cache.cache import Cache
+
+    cache = Cache()
+    for i in range(3):
+        cache.apply("Node", "ADDED", _objs(0)[i])
+    floors = dp.VictimFloors()
+
+    def check(priority: int, want: bool) -> None:
+        snap = cache.snapshot()
+        assert floors.any_victim(snap, priority) is want
+        assert dp.VictimFloors().any_victim(snap, priority) is want
+        assert any(dp.may_have_victims(n, priority) for n in snap.nodes) is want
+
+    check(0, False)  # no pod at all
+    cache.apply("Pod", "ADDED", _pod_event("a", "n0", 10))
+    check(10, False)
+    check(11, True)
+    cache.apply("Pod", "ADDED", _pod_event("low", "n2", -5))
+    check(0, True)  # only n2 changed: the tracker must see it
+    cache.apply("Pod", "DELETED", _pod_event("low", "n2", -5))
+    check(0, False)
+    check(10, False)

@@ -107,15 +107,68 @@ _VICTIM_FLOOR = "DefaultPreemption/victim-floor"
 _NO_VICTIMS_STATUS = Status.unresolvable(NO_VICTIMS)
 
 
-def may_have_victims(node: NodeInfo, priority: int) -> bool:
-    """Whether a pod on ``node`` may be a victim of a preemptor of ``priority``: one of lower priority, or one in
-    a PodGroup (its victim priority is the group's, and a disruptionMode-all group spans nodes). Memoised on the
-    (immutable) NodeInfo. False means select_victims_on_node finds no victim there (NO_VICTIMS)."""
+def victim_floor(node: NodeInfo) -> tuple[int, bool]:
+    """``(lowest priority of a pod on node, any pod in a PodGroup)``, memoised on the (immutable) NodeInfo."""
     floor: tuple[int, bool] | None = node.memo.get(_VICTIM_FLOOR)
     if floor is None:
         lowest = min((p.priority for p in node.pod_list), default=PRIORITY_OFFSET)
         floor = node.memo[_VICTIM_FLOOR] = (lowest, any(p.pod_group for p in node.pod_list))
+    return floor
+
+
+def may_have_victims(node: NodeInfo, priority: int) -> bool:
+    """Whether a pod on ``node`` may be a victim of a preemptor of ``priority``: one of lower priority, or one in
+    a PodGroup (its victim priority is the group's, and a disruptionMode-all group spans nodes). False means
+    select_victims_on_node finds no victim there (NO_VICTIMS)."""
+    floor = victim_floor(node)
     return floor[1] or floor[0] < priority
+
+
+class VictimFloors:
+    """:func:`victim_floor` over the whole cluster, kept up to date from the snapshot's log of changed nodes
+    (``Snapshot.changed_nodes_since``): whether any node may hold a victim for a preemptor of some priority,
+    without a pass over the nodes. Upstream's ``SelectVictimsOnNode`` (kubernetes v1.37.2
+    ``pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go``) takes as potential victims only
+    the pods of lower priority than the preemptor (``isPreemptionAllowed``) and answers every node without one
+    "No preemption victims found for incoming pod" (UnschedulableAndUnresolvable): a cluster with no pod of lower
+    priority (and, here, no PodGroup pod, whose victim priority is its group's) gives that on every node, and no
+    candidate."""
+
+    def __init__(self) -> None:
+        self.mark: tuple[int, int] | None = None
+        self.floors: dict[str, tuple[int, bool]] = {}
+        self.lowest: Counter[int] = Counter()  # node's lowest pod priority -> nodes
+        self.grouped = 0  # nodes with a PodGroup pod
+
+    def _drop(self, name: str) -> None:
+        old = self.floors.pop(name, None)
+        if old is None:
+            return
+        self.lowest[old[0]] -= 1
+        if not self.lowest[old[0]]:
+            del self.lowest[old[0]]
+        self.grouped -= old[1]
+
+    def _add(self, name: str, node: NodeInfo) -> None:
+        floor = self.floors[name] = victim_floor(node)
+        self.lowest[floor[0]] += 1
+        self.grouped += floor[1]
+
+    def any_victim(self, snap: Snapshot, priority: int) -> bool:
+        """Whether some node of ``snap`` may hold a victim of a preemptor of ``priority`` (may_have_victims)."""
+        self.mark, changed = snap.changed_nodes_since(self.mark)
+        node_map = snap.node_map
+        if changed is None:
+            self.floors, self.lowest, self.grouped = {}, Counter(), 0
+            for name, info in node_map.items():
+                self._add(name, info)
+        else:
+            for name in set(changed):
+                self._drop(name)
+                node = node_map.get(name)
+                if node is not None:
+                    self._add(name, node)
+        return self.grouped > 0 or (bool(self.lowest) and min(self.lowest) < priority)
 
 
 def fit_error(num_nodes: int, statuses: Mapping[str, Status], absent: str) -> str:
@@ -125,8 +178,13 @@ def fit_error(num_nodes: int, statuses: Mapping[str, Status], absent: str) -> st
     for st in statuses.values():
         for r in st.reasons:
             counts[r] += 1
-    if len(statuses) < num_nodes:
-        counts[absent] += num_nodes - len(statuses)
+    return fit_message(num_nodes, counts, len(statuses), absent)
+
+
+def fit_message(num_nodes: int, counts: Counter[str], with_status: int, absent: str) -> str:
+    """:func:`fit_error` from the reasons' counts over the ``with_status`` nodes that have a status."""
+    if with_status < num_nodes:
+        counts[absent] += num_nodes - with_status
     parts = sorted(f"{n} {r}" for r, n in counts.items())
     msg = f"0/{num_nodes} nodes are available:"
     if parts:
@@ -177,6 +235,7 @@ class DefaultPreemption:
         self.tie_breakers: list[ScoreFunc] = [self._topology_tie_breaker]
         self._topology: TopologyPreference | None = None  # of the PostFilter call in progress
         self.topology_stats: Counter[str] = Counter()  # TopologyPreference.stats summed over calls
+        self.floors = VictimFloors()  # is there any victim at all (a cluster of one priority has none)
 
     def set_handle(self, handle: FrameworkHandle) -> None:
         self.handle = handle
@@ -215,6 +274,13 @@ class DefaultPreemption:
         potential = [n for n in snap.nodes if (s := statuses.get(n.name)) is not None and s.code == Code.UNSCHEDULABLE]
         candidates: list[Candidate] = []
         node_statuses: dict[str, Status] = {}
+        if potential and not self.floors.any_victim(snap, pod.priority):
+            # no pod of lower priority anywhere: every dry run would say NO_VICTIMS (VictimFloors); the offset is
+            # still drawn, so later preemptions see the same random stream as with the dry runs
+            self.offset_and_num_candidates(len(potential))
+            self._topology = None
+            msg = fit_message(num_nodes, Counter({NO_VICTIMS: len(potential)}), len(potential), NOT_HELPFUL)
+            return PostFilterResult(""), Status.unschedulable(msg)
         if potential:
             pdbs = [p for p in snap.objects_of(PDB_KIND).values() if isinstance(p, PodDisruptionBudget)]
             offset, num = self.offset_and_num_candidates(len(potential))

@@ -35,6 +35,7 @@ per-node path (``Framework.filter_node``), which is exact too.
 from __future__ import annotations
 
 import operator
+import os
 import time
 from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Hashable, Sequence
@@ -93,6 +94,12 @@ class BatchHost(Protocol):
     def metrics(self) -> Metrics: ...
 
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status: ...
+
+    def rejection_key(
+        self, state: CycleState, old: Status, other: Pod | None, templates: dict[str, Any] | None = None
+    ) -> Hashable: ...
+
+    def renamed_rejection(self, state: CycleState, key: Hashable, pod: Pod, node: NodeInfo) -> Status: ...
 
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status: ...
 
@@ -172,7 +179,11 @@ class Batch:
     """Everything reusable for one signature, by node position (the snapshot's ``node_names`` order)."""
 
     __slots__ = (
+        "by_uid",
+        "dirty",
         "feas",
+        "groups",
+        "kind",
         "names",
         "node_mark",
         "owner",
@@ -199,6 +210,16 @@ class Batch:
         self.feas: list[int] = []  # positions known to fit, sorted
         self.unknown: list[int] = list(range(n))  # positions to filter when a walk reaches them, sorted
         self.scores: dict[tuple[str, ...], _Scores] = {}
+        self._reset_refusal()
+
+    def _reset_refusal(self) -> None:
+        """The rejections grouped as ``Framework.own_rejections`` renames them (see ``BatchRunner._refusal``):
+        per rejected position its (rename key, owner uid), the node names per key and per owner, and the positions
+        whose status changed since the groups were made."""
+        self.kind: dict[int, tuple[Hashable, str]] = {}
+        self.groups: dict[Hashable, set[str]] = {}
+        self.by_uid: dict[str, set[str]] = {}
+        self.dirty: set[int] = set()
 
     def forget(self, names: Collection[str] | None) -> None:
         """The verdicts of ``names`` (None: all) are no longer known."""
@@ -209,6 +230,7 @@ class Batch:
             self.feas = []
             self.unknown = list(range(n))
             self.scores.clear()
+            self._reset_refusal()
             return
         if not names:
             return
@@ -225,6 +247,7 @@ class Batch:
                 s.mark_stale(p)
             if st is None:
                 continue
+            self.dirty.add(p)
             status[p] = None
             owner[p] = None
             if st.code == Code.SUCCESS:
@@ -242,6 +265,9 @@ class BatchRunner:
         self.batches: dict[Hashable, Batch] = {}
         self.tokeners: list[NodeTokenChanges] = []
         self.usable = True
+        # a refused pod's statuses from the groups kept per batch (_refusal), else renamed node by node
+        # (_statuses, then Framework.own_rejections); the same statuses either way
+        self.refusals = os.environ.get("DRA_SCHEDULER_REFUSALS", "groups") == "groups"
         for p in fw._tokeners:
             if isinstance(p, NodeTokenChanges):
                 self.tokeners.append(p)
@@ -314,6 +340,7 @@ class BatchRunner:
                     return start, (None, st, {st.plugin})
                 del unknown[iu]
                 status[u], owner[u] = st, uid
+                b.dirty.add(u)
                 if st.code == Code.SUCCESS:
                     insort(feas, u, a)
                     win.append(u)
@@ -329,6 +356,8 @@ class BatchRunner:
         fw.metrics.observe_extension_point("Filter", Code.SUCCESS, time.perf_counter() - t0)
         next_start = (offset + checked) % n
         if not win:
+            if self.refusals:
+                return next_start, self._refusal(state, pod, b)
             return next_start, self._statuses(state, pod, b, offset)
         if len(win) == 1:
             return next_start, (b.names[win[0]], None, set())
@@ -358,6 +387,96 @@ class BatchRunner:
         if reused:
             state.write(REUSED_REJECTIONS, reused)
         return out
+
+    def _refusal(self, state: CycleState, pod: Pod, b: Batch) -> dict[str, Status]:
+        """Every node's status for ``pod``, which no node fits, as ``_statuses`` and ``Framework.own_rejections``
+        together give them, from groups kept on the batch and updated only for the positions that changed.
+
+        ``own_rejections`` gives every node whose rejection another pod's Filter made the status its
+        ``rejection_key`` (the plugin's retarget template while that pod is known, else the status's content)
+        stands for, renamed once per key for this pod (``renamed_rejection``: the template filled, else the
+        filters run on the first such node by name); the pod's own rejections stay. Here the positions are kept
+        grouped by (key, owner) across cycles, so a refused pod costs its changed nodes and one renaming per key,
+        plus building the answer from the groups at C speed. A group renamed by filtering again (its owner gone,
+        no template) is then owned by this pod, which Filter said that status for, so the next equal pod fills
+        the pod's template instead of filtering again."""
+        fw = self.fw
+        owners = fw.owners
+        status, owner, names = b.status, b.owner, b.names
+        pos = b.pos
+        if pos is None:
+            pos = b.pos = {name: i for i, name in enumerate(names)}
+        dirty = b.dirty
+        # (a key made while its owner was known stays valid when the owner goes: the plugin's template is kept on
+        # the status and no longer needs the pod; own_rejections, which has no key kept, filters again then)
+        kind, groups, by_uid = b.kind, b.groups, b.by_uid
+        templates: dict[str, Any] = {}
+        for p in dirty:
+            name = names[p]
+            was = kind.pop(p, None)
+            if was is not None:
+                self._ungroup(b, name, was)
+            st = status[p]
+            if st is None or st.code == Code.SUCCESS:
+                continue
+            uid = owner[p]
+            assert uid is not None
+            k = (fw.rejection_key(state, st, owners.get(uid), templates), uid)
+            kind[p] = k
+            groups.setdefault(k[0], set()).add(name)
+            by_uid.setdefault(uid, set()).add(name)
+        dirty.clear()
+        own = by_uid.get(pod.uid, set())
+        out: dict[str, Status] = {}
+        node_map = state.snapshot.node_map
+        for key, grp in list(groups.items()):
+            lent = grp - own if own else set(grp)  # a copy: _adopt regroups its nodes
+            if lent:
+                first = min(lent)
+                st = fw.renamed_rejection(state, key, pod, node_map[first])
+                if st.is_success:  # as own_rejections: the lent statuses stay
+                    for name in lent:
+                        out[name] = status[pos[name]]  # type: ignore[assignment]
+                else:
+                    out.update(dict.fromkeys(lent, st))
+                    if st.code != Code.ERROR and isinstance(key, tuple) and key and key[0] != "template":
+                        self._adopt(state, pod, b, lent, st, templates)
+            if own:
+                for name in grp & own:
+                    out[name] = status[pos[name]]  # type: ignore[assignment]
+        return out
+
+    @staticmethod
+    def _ungroup(b: Batch, name: str, was: tuple[Hashable, str]) -> None:
+        key, uid = was
+        grp = b.groups.get(key)
+        if grp is not None:
+            grp.discard(name)
+            if not grp:
+                del b.groups[key]
+        names = b.by_uid.get(uid)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del b.by_uid[uid]
+
+    def _adopt(
+        self, state: CycleState, pod: Pod, b: Batch, lent: set[str], st: Status, templates: dict[str, Any]
+    ) -> None:
+        """The nodes of ``lent`` were renamed for ``pod`` by filtering one of them again (``st``): they now hold
+        ``st`` as ``pod``'s, under the key ``st`` has for a pod that is known."""
+        uid = pod.uid
+        k = (self.fw.rejection_key(state, st, pod, templates), uid)
+        pos, status, owner, kind = b.pos, b.status, b.owner, b.kind
+        assert pos is not None
+        for name in lent:
+            p = pos[name]
+            was = kind.get(p)
+            if was is not None:
+                self._ungroup(b, name, was)
+            status[p], owner[p], kind[p] = st, uid, k
+        b.groups.setdefault(k[0], set()).update(lent)
+        b.by_uid.setdefault(uid, set()).update(lent)
 
     def _best(
         self,

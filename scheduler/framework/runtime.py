@@ -366,22 +366,40 @@ class Framework:
             node = nodes.get(name)
             if old is None or node is None:
                 continue
-            other = reused[name]
-            tpl: Hashable | None = None
-            template = templates.get(old.plugin, _MISSING)
-            if template is _MISSING:
-                template = templates[old.plugin] = getattr(self.instances.get(old.plugin), "retarget_template", None)
-            if template is not None and other is not None:
-                tpl = template(state, old, other)
-            key: Hashable = ("template", old.plugin, tpl) if tpl is not None else (old.code, old.reasons, old.plugin)
+            key = self.rejection_key(state, old, reused[name], templates)
             st = fresh.get(key)
             if st is None:
-                got = self.instances[old.plugin].retarget_fill(state, tpl, pod) if tpl is not None else None
-                st = fresh[key] = got if got is not None else self.run_filter(state, pod, node)
+                st = fresh[key] = self.renamed_rejection(state, key, pod, node)
             if not st.is_success:
                 out[name] = st
         state.delete(REUSED_REJECTIONS)
         return out
+
+    def rejection_key(
+        self, state: CycleState, old: Status, other: Pod | None, templates: dict[str, Any] | None = None
+    ) -> Hashable:
+        """What ``own_rejections`` groups a rejection lent by ``other`` (None: that pod is gone) under: the
+        plugin's retarget template when it has one, else the status's content. Equal keys are renamed once."""
+        tpl: Hashable | None = None
+        if other is not None:
+            template = _MISSING if templates is None else templates.get(old.plugin, _MISSING)
+            if template is _MISSING:
+                template = getattr(self.instances.get(old.plugin), "retarget_template", None)
+                if templates is not None:
+                    templates[old.plugin] = template
+            if template is not None:
+                tpl = template(state, old, other)
+        return ("template", old.plugin, tpl) if tpl is not None else (old.code, old.reasons, old.plugin)
+
+    def renamed_rejection(self, state: CycleState, key: Hashable, pod: Pod, node: NodeInfo) -> Status:
+        """The status a rejection of ``key`` (:meth:`rejection_key`) says for ``pod``: the plugin fills its
+        template with the pod's objects, else the filters run for ``pod`` on ``node`` (one node of that key)."""
+        if isinstance(key, tuple) and len(key) == 3 and key[0] == "template":
+            _, plugin, tpl = key
+            got: Status | None = self.instances[plugin].retarget_fill(state, tpl, pod)
+            if got is not None:
+                return got
+        return self.run_filter(state, pod, node)
 
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         skip = state.skip_filter

@@ -240,9 +240,8 @@ def test_tas_workload_lands_in_the_rack_kueue_chose(
     manage: Kueue picks another rack, puts it in each pod's nodeSelector and lifts its topology gate;
     dra-scheduler binds all 4 inside that rack, 2 per node.
 
-    Kueue sums the free capacity of its lowest level's domains: had rack 1 only 4 CPUs taken on one node (12 free,
-    but 3 pods' worth node by node), Kueue admits the 4 there and dra-scheduler places 3 and explains the 4th
-    (seen live). With kubernetes.io/hostname as the lowest level Kueue would choose the nodes itself."""
+    Kueue sums the free capacity of its lowest level's domains (the next test). With kubernetes.io/hostname as the
+    lowest level Kueue would choose the nodes itself."""
     ns = queues.namespace("kq-tas")
     fleet = "kq-tas"
     nodes = [plain_node(f"{fleet}-{i}", fleet, "zone-a", cpu="8",
@@ -377,3 +376,37 @@ def test_batch_jobs_admitted_one_after_the_other_run_on_dra_scheduler(
     assert len({e["involvedObject"]["name"] for e in scheduled}) == 4, scheduled
     failed = [e for e in kube.list("Event", ns) if e.get("reason") == "FailedScheduling"]
     assert failed == [], failed
+
+
+def test_tas_rack_admitted_on_its_summed_capacity_the_pod_that_does_not_fit_is_explained(
+    kube: Kube, kueue: cluster.Kueue, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    """Kueue's TAS sums the free capacity of a domain of its lowest level (here a rack): one rack of 2 x 8 CPUs
+    with 4 taken on one node has 12 free, so Kueue admits 4 pods of 3 CPUs there, though node by node only 3 fit.
+    dra-scheduler binds 3 and says why the 4th cannot be placed (PodScheduled=False, Insufficient cpu)."""
+    ns = queues.namespace("kq-tas-sum")
+    fleet = "kq-tas-sum"
+    nodes = [plain_node(f"{fleet}-{i}", fleet, "zone-a", cpu="8",
+                        labels={gen.BLOCK_LABEL: "block-0", gen.RACK_LABEL: "rack-0"}) for i in range(2)]
+    create_nodes(kube, nodes, fleet)
+    other = queues.namespace("kq-tas-sum-other")
+    busy = _cpu_pod(other, "busy", "4")
+    busy["spec"]["nodeName"] = f"{fleet}-0"
+    kube.create(busy)
+    topo = queues.topology([gen.BLOCK_LABEL, gen.RACK_LABEL])
+    queue = queues.make(ns, {"cpu": 100}, node_labels={FLEET_LABEL: fleet}, topology=topo)
+    kube.create_many([kq.queued(_cpu_pod(ns, f"w-{i}", "3"), queue, group="train", total=4,
+                                required_topology=gen.RACK_LABEL) for i in range(4)])
+
+    def three_and_one_explained() -> dict[str, JSON] | None:
+        now = _pods(kube, ns)
+        waiting = [p for n, p in now.items() if n not in _bound(now)]
+        ok = (len(now) == 4 and len(_bound(now)) == 3 and len(waiting) == 1 and kq.gates(waiting[0]) == []
+              and "Insufficient cpu" in ((pod_scheduled_condition(waiting[0]) or {}).get("message") or ""))
+        return now if ok else None
+
+    pods = wait_for(three_and_one_explained, 60, "3 of 4 admitted pods bound, the 4th explained", interval=0.5)
+    (wl,) = kq.workloads(kube, ns)
+    assert kq.is_admitted(wl)
+    assert Counter(p["spec"]["nodeName"] for p in pods.values() if p["spec"].get("nodeName")) == {
+        f"{fleet}-0": 1, f"{fleet}-1": 2}

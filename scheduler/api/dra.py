@@ -30,6 +30,7 @@ from scheduler.api.model import (
     meta_from,
     node_selector_from,
     quantity,
+    toleration_tolerates,
 )
 from scheduler.api.quantity import Quantity
 from scheduler.api.semver import SemverError, Version
@@ -322,15 +323,7 @@ class DeviceToleration:
     toleration_seconds: int | None
 
     def tolerates(self, t: Taint) -> bool:
-        if self.effect and self.effect != t.effect:
-            return False
-        if self.key and self.key != t.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        if self.operator == "Equal":
-            return self.value == t.value
-        return False
+        return toleration_tolerates(self.key, self.operator, self.value, self.effect, t)
 
     def to_raw(self) -> dict[str, Any]:
         d: dict[str, Any] = {"operator": self.operator}

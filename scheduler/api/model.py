@@ -290,15 +290,22 @@ class Toleration:
     effect: str  # "" = all effects
 
     def tolerates(self, t: Taint) -> bool:
-        if self.effect and self.effect != t.effect:
-            return False
-        if self.key and self.key != t.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        if self.operator == "Equal":
-            return self.value == t.value
+        return toleration_tolerates(self.key, self.operator, self.value, self.effect, t)
+
+
+def toleration_tolerates(key: str, operator: str, value: str, effect: str, t: Taint) -> bool:
+    """The matching rule shared by pod tolerations (core/v1 Toleration.ToleratesTaint) and device tolerations
+    (resource/v1 DeviceToleration, KEP-5055, same rule): an empty effect matches every effect, an empty key with
+    `Exists` matches every taint, `Equal` compares the value; any other operator tolerates nothing."""
+    if effect and effect != t.effect:
         return False
+    if key and key != t.key:
+        return False
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return value == t.value
+    return False
 
 
 def _taints(raw: Sequence[Any]) -> tuple[Taint, ...]:

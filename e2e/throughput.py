@@ -153,18 +153,15 @@ def workload(sched: str, n: int, round_tag: str = "") -> list[JSON]:
     return pods
 
 
-CLAIMS_SEEN: dict[str, int] = {}
-
-
-def claims_ready(kube: Kube, n: int) -> bool:
+def claims_ready(kube: Kube, n: int, seen: dict[str, int]) -> bool:
     """kube-controller-manager made every pod's claim and wrote it into the pod's status. The last counts are kept
-    in CLAIMS_SEEN for the timeout's message."""
+    in `seen` for the timeout's message."""
     claims = kube.list("ResourceClaim", NAMESPACE)
     pods = kube.list("Pod", NAMESPACE)
-    CLAIMS_SEEN.update(claims=len(claims), not_being_deleted=sum(
+    seen.update(claims=len(claims), not_being_deleted=sum(
         1 for c in claims if not (c["metadata"].get("deletionTimestamp"))), pods=len(pods),
         pods_with_claim_status=sum(1 for p in pods if (p.get("status") or {}).get("resourceClaimStatuses")))
-    return len(claims) >= n and len(pods) == n and CLAIMS_SEEN["pods_with_claim_status"] == n
+    return len(claims) >= n and len(pods) == n and seen["pods_with_claim_status"] == n
 
 
 def run_round(b: Bench, sched: str, regime: str, mode: str, index: int) -> Round:
@@ -185,11 +182,12 @@ def run_round(b: Bench, sched: str, regime: str, mode: str, index: int) -> Round
             b.kube.create_many(pods, workers=args.create_workers)
             # kube-controller-manager makes the claims at its own client QPS, after the previous round's deletions
             # (10,000 pods: more than 300 s once on a busy 2-core machine)
+            seen: dict[str, int] = {}
             try:
-                wait_for(lambda: claims_ready(b.kube, n), max(300.0, 0.09 * n),
+                wait_for(lambda: claims_ready(b.kube, n, seen), max(300.0, 0.09 * n),
                          "every claim made and in its pod's status", interval=2.0)
             except TimeoutError as e:
-                raise TimeoutError(f"{e}; last seen: {CLAIMS_SEEN}") from None
+                raise TimeoutError(f"{e}; last seen: {seen}") from None
             time.sleep(args.settle)
             snap0 = CpuSnapshot.take(pids)
             launched = launch(b, sched, qps, burst)

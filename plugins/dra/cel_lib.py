@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from plugins.dra.cel_format import FormatError
+from plugins.dra.cel_format import FormatError, type_name
 from plugins.dra.cel_format import string_format as string_format_v1
 from plugins.dra.cel_values import CIDRValue, IPValue, Opaque, URLValue
 
@@ -64,26 +64,8 @@ def cel_equal(a: object, b: object) -> bool:
     return a == b
 
 
-def _kind(v: object) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "double"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, bytes):
-        return "bytes"
-    if isinstance(v, list | tuple):
-        return "list"
-    if isinstance(v, Mapping):
-        return "map"
-    return type(v).__name__
-
-
 def _comparable(items: Sequence[Any], fn: str) -> None:
-    kinds = {_kind(x) for x in items}
+    kinds = {type_name(x) for x in items}
     if len(kinds) > 1:
         raise CELValueError(f"{fn}: list elements must have the same type")
     if kinds and not kinds <= {"bool", "int", "double", "string", "bytes"}:
@@ -183,7 +165,7 @@ def list_sum(v: Any) -> Any:
     items = _as_list(v, "sum")
     if not items:
         return 0
-    kinds = {_kind(x) for x in items}
+    kinds = {type_name(x) for x in items}
     if len(kinds) != 1 or not kinds <= {"int", "double"}:
         raise CELValueError("no such overload: sum")
     total = sum(items)

@@ -459,7 +459,10 @@ def test_castai_device_plugin_pods_without_the_affinity_may_take_dra_gpus(
 def test_deployment_and_job_pods_are_created_as_the_controllers_would() -> None:
     from scheduler.simulate.workloadcontrollers import pods_for
 
-    template: dict[str, Any] = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
     dep: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

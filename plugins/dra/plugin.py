@@ -72,6 +72,7 @@ from plugins.dra.extended import (
     request_shape,
     temp_uid,
 )
+from plugins.dra.inputvalidation import selector_compile_errors
 from plugins.dra.pools import Features, Pool, gather_pools
 from plugins.dra.state import (
     BINDING_POLL_SECONDS,
@@ -188,6 +189,12 @@ class DynamicResources(ClaimBinding):
         self.partition = partition_from_args(args)
 
     # --- registration --------------------------------------------------------------------------------
+
+
+    def validate_input(self, obj: Mapping[str, Any]) -> list[str]:
+        """:class:`~scheduler.framework.hooks.InputValidator`: CEL selectors that do not compile, refused as the
+        API server refuses them at creation (:func:`plugins.dra.inputvalidation.selector_compile_errors`)."""
+        return selector_compile_errors(obj, self.selectors)
 
     def events_to_register(self) -> Sequence[tuple[str, str]]:
         return [

@@ -300,6 +300,15 @@ def _valid(spec: Any) -> _Valid:
 def _check_meta(obj: Mapping[str, Any], cluster_scoped: bool) -> Iterator[str]:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
+        if meta is None and isinstance(obj.get("name"), str):
+            # `metadata:` followed by `name: x` at the same indentation: YAML copied from a page that lost the
+            # indentation (every field a top-level key). Say so: the field paths alone do not show it.
+            flat = ", ".join(str(k) for k in list(obj)[:8] if k not in ("apiVersion", "kind", "metadata"))
+            yield (
+                "metadata: required object (the document's top-level keys include "
+                f"{flat}: its indentation looks lost, `name` belongs under `metadata`)"
+            )
+            return
         yield "metadata: required object" if meta is None else f"metadata: must be an object, not {_type_name(meta)}"
         return
     name = meta.get("name")
@@ -444,6 +453,26 @@ def _check_slice(spec: Any) -> Iterator[str]:
                     yield f"{vp}: Invalid value: {v!r}: must be a string compatible with semver.org spec 2.0.0"
 
 
+# k8s.io/api v0.37.2 resource/v1beta1 ``DeviceRequest`` fields that resource.k8s.io/v1 moved into
+# ``ExactDeviceRequest`` (v1 ``DeviceRequest`` has only name, exactly, firstAvailable).
+_V1BETA1_EXACT_FIELDS = (
+    "deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations", "capacity",
+    "derivedAttributes",
+)
+
+
+def _v1beta1_request_fields(r: Mapping[str, Any], p: str) -> Iterator[str]:
+    """A v1 request written the resource.k8s.io/v1beta1 way (``deviceClassName`` next to ``name``, as many
+    articles show): the API server's strict decoding names each such field (``unknown field
+    "spec.devices.requests[0].deviceClassName"``); say where v1 keeps it."""
+    for f in _V1BETA1_EXACT_FIELDS:
+        if f in r:
+            yield (
+                f"{p}.{f}: unknown field in resource.k8s.io/v1 (a resource.k8s.io/v1beta1 field: in v1 it is "
+                f"{p.rpartition('.')[2]}.exactly.{f})"
+            )
+
+
 def _check_claim_spec(spec: Any, path: str) -> Iterator[str]:
     """``validateDeviceClaim`` (pkg/apis/resource/validation): every request has a name and exactly one of
     ``exactly``/``firstAvailable``; a device class name is required for each."""
@@ -460,6 +489,8 @@ def _check_claim_spec(spec: Any, path: str) -> Iterator[str]:
         kinds = [k for k in ("exactly", "firstAvailable") if r.get(k) is not None]
         if len(kinds) != 1:
             yield f"{p}: Invalid value: exactly one of `exactly` or `firstAvailable` is required"
+            if not kinds:
+                yield from _v1beta1_request_fields(r, p)
             continue
         if kinds[0] == "exactly" and isinstance(r["exactly"], Mapping) and not r["exactly"].get("deviceClassName"):
             yield f"{p}.exactly.deviceClassName: Required value"

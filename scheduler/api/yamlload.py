@@ -613,6 +613,17 @@ def load_documents(text: str | bytes, source: str) -> list[Document]:
     return _load_pure(text, source)
 
 
+def _flat_hint(text: str) -> str:
+    """A hint for YAML copied from a page that lost its indentation (no line of the text is indented, yet it
+    has mappings under mappings), the usual cause of "could not find expected ':'" in an article's manifest."""
+    lines = [ln for ln in text.splitlines()[:10_000] if ln.strip() and not ln.lstrip().startswith("#")]
+    if len(lines) < 4 or any(ln[:1] in (" ", "\t") for ln in lines):
+        return ""
+    if sum(ln.rstrip().endswith(":") for ln in lines) < 2:
+        return ""
+    return " (no line is indented: was the YAML's indentation lost when it was copied?)"
+
+
 def _load_pure(text: str, source: str) -> list[Document]:
     """:func:`load_documents` with PyYAML's pure-Python loader (every error is reported from here)."""
     docs: list[Document] = []
@@ -635,7 +646,7 @@ def _load_pure(text: str, source: str) -> list[Document]:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or str(e)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise YAMLLoadError(source, f"invalid YAML{where}: {problem}", index) from None
+        raise YAMLLoadError(source, f"invalid YAML{where}: {problem}{_flat_hint(text)}", index) from None
     except yaml.YAMLError as e:
         raise YAMLLoadError(source, f"invalid YAML: {e}", index) from None
     except (ValueError, TypeError, OverflowError) as e:  # a constructor refused a scalar

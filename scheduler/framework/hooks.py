@@ -10,6 +10,9 @@ no counterpart in upstream's ``pkg/scheduler/framework/interface.go``: they serv
   fake clock (:func:`use_binding_clock`, :func:`fake_binding_clock`), live runs keep :data:`REAL_CLOCK`.
 * :class:`DeviceExplainer`: a plugin that can say how a set of devices on a node is connected
   (GpuTopology: ``gpu-0..3 NV18 all-pairs, NUMA 0``), for ``simulate``'s placement table.
+* :class:`InputValidator`: a plugin that knows why the API server would refuse an object at creation, where
+  only the plugin's library can tell (DynamicResources: a CEL selector that does not compile), for
+  ``simulate``, which plays the API server for its input (:func:`input_validators`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from scheduler.cache.cache import Snapshot
@@ -101,3 +104,22 @@ def device_explainers(scheduler: Profiles) -> dict[str, list[DeviceExplainer]]:
         if found:
             out[name] = found
     return out
+
+
+@runtime_checkable
+class InputValidator(Protocol):
+    """A plugin that refuses an object as the API server's validation would at creation: each problem as
+    ``<field path>: <message>``, ``[]`` for an object it has nothing against (any kind may be passed)."""
+
+    def validate_input(self, obj: Mapping[str, Any]) -> list[str]: ...
+
+
+def input_validators(scheduler: Profiles) -> list[InputValidator]:
+    """The plugins of all profiles that validate input, one per plugin class (profiles configure the same
+    plugin alike for what the API server would refuse)."""
+    out: dict[type, InputValidator] = {}
+    for fw in scheduler.profiles.values():
+        for inst in fw.instances.values():
+            if isinstance(inst, InputValidator):
+                out.setdefault(type(inst), inst)
+    return list(out.values())

@@ -45,7 +45,7 @@ from scheduler.api.model import ModelError, Pod
 from scheduler.cache.cache import Cache
 from scheduler.config.logging import write_line
 from scheduler.config.schedulerconfig import SchedulerConfig, default_config, load_config_text
-from scheduler.framework.hooks import device_explainers, fake_binding_clock, use_binding_clock
+from scheduler.framework.hooks import device_explainers, fake_binding_clock, input_validators, use_binding_clock
 from scheduler.loop.queue import FakeClock
 from scheduler.loop.scheduler import Scheduler
 from scheduler.simulate import progress
@@ -56,8 +56,16 @@ from scheduler.simulate.claimcontroller import (
     release_claims,
 )
 from scheduler.simulate.memapi import CLUSTER_SCOPED, InMemoryAPI
-from scheduler.simulate.report import dumps_indented, left_to_other_schedulers, reason, summary_counts, summary_note
+from scheduler.simulate.report import (
+    DEFAULT_SCHEDULER_NAME,
+    dumps_indented,
+    left_to_other_schedulers,
+    reason,
+    summary_counts,
+    summary_note,
+)
 from scheduler.simulate.volumes import VolumeControllers
+from scheduler.simulate.workloadcontrollers import CONTROLLED, pods_for
 
 KINDS = {
     ("v1", "Node"),
@@ -173,6 +181,7 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
 
     objs: list[dict[str, Any]] = []
     seen: dict[tuple[str, str, str], str] = {}
+    controlled: list[tuple[str, dict[str, Any]]] = []
     for f in _files(paths):
         try:
             docs = load_file(f)
@@ -203,14 +212,24 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
                 if (obj["apiVersion"], obj["kind"]) not in KINDS:
                     if obj["kind"] in {k for _, k in KINDS}:
                         refuse(
-                            f"{where}: {describe(obj)}: apiVersion: Unsupported value: {obj['apiVersion'][:80]!r} "
-                            f"for {obj['kind']}"
+                            f"{where}: {describe(obj)}: "
+                            + (
+                                _removed_dra_api(obj)
+                                or f"apiVersion: Unsupported value: {obj['apiVersion'][:80]!r} for {obj['kind']}"
+                            )
                         )
                         continue
                     # Deployments, Jobs, ... do not take part in scheduling: say so and go on.
                     job_note = _job_scheduling_note(obj)
                     if job_note:
                         write_line(f"note: {where}: {job_note}")
+                        continue
+                    if (obj["apiVersion"], obj["kind"]) in CONTROLLED:
+                        controlled.append((where, obj))  # its pods, once every given pod is known
+                        continue
+                    removed = _removed_dra_api(obj)
+                    if removed:
+                        refuse(f"{where}: {describe(obj)}: {removed}")
                         continue
                     write_line(
                         f"note: {where}: {obj['apiVersion']}/{obj['kind']} "
@@ -232,7 +251,64 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
                     continue
                 seen[key] = where
                 objs.append(obj)
+    pods = [o for o in objs if o["kind"] == "Pod"] if controlled else []
+    for where, obj in controlled:
+        try:
+            created = pods_for(obj, pods)
+        except ValueError as e:
+            refuse(f"{where}: {describe(obj)}: {e}")
+            continue
+        made = []
+        for new in created:
+            errors = check_object(new)
+            key = (new["kind"], new["metadata"]["namespace"], new["metadata"]["name"])
+            if not errors and key in seen:
+                errors = [f"metadata.name: Duplicate value: already defined in {seen[key]}"]
+            if errors:
+                for err in errors:
+                    refuse(f"{where}: {describe(obj)}: {describe(new)} it would create: {err}")
+                continue
+            seen[key] = where
+            objs.append(new)
+            if new["kind"] == "Pod":
+                pods.append(new)
+                made.append(new["metadata"]["name"])
+        what = f"{obj['apiVersion']}/{obj['kind']} {describe(obj).partition(' ')[2]}"
+        write_line(
+            f"note: {where}: {what}: {len(made)} pod(s) created as kube-controller-manager would"
+            + (f" ({', '.join(made[:5])}{', ...' if len(made) > 5 else ''})" if made else "")
+        )
     return objs
+
+
+# Kinds of the resource.k8s.io/v1alpha2 API (removed in Kubernetes 1.31, when structured parameters, KEP-4381,
+# replaced it with v1alpha3) and what took their place in resource.k8s.io/v1.
+_REMOVED_DRA_KINDS = {
+    "ResourceClass": "DeviceClass",
+    "ResourceClaimParameters": "the claim's spec.devices.requests",
+    "ResourceClassParameters": "DeviceClass spec.config",
+}
+
+
+def _removed_dra_api(obj: Mapping[str, Any]) -> str:
+    """An object of a resource.k8s.io version or kind that Kubernetes 1.37 does not serve (k8s.io/api v0.37.2
+    has resource/v1, v1beta1, v1beta2 and v1alpha3 only): ``kubectl apply`` fails with "no matches for kind",
+    so the object never exists; say so instead of skipping it as if it did not matter."""
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    if group != "resource.k8s.io":
+        return ""
+    kind = str(obj.get("kind", ""))
+    instead = _REMOVED_DRA_KINDS.get(kind)
+    if instead is None and version in ("v1", "v1beta1", "v1beta2", "v1alpha3"):
+        return ""
+    msg = (
+        f"apiVersion: Unsupported value: {str(obj.get('apiVersion'))[:80]!r} for {kind[:80]}: "
+        "Kubernetes 1.37 serves resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, "
+        "ResourceSlice, DeviceTaintRule)"
+    )
+    if instead is not None:
+        msg += f"; {kind} was part of the resource.k8s.io/v1alpha2 API removed in 1.31, replaced by {instead}"
+    return msg
 
 
 @dataclass
@@ -379,6 +455,31 @@ def _fake_binding_waits(sched: Scheduler, clock: FakeClock, epoch: float) -> Non
     use_binding_clock(sched, fake_binding_clock(clock, epoch))
 
 
+def _validated(objs: Sequence[dict[str, Any]], sched: Scheduler) -> Sequence[dict[str, Any]]:
+    """The objects the plugins' :class:`~scheduler.framework.hooks.InputValidator` have nothing against; the
+    others are refused as the API server refuses them at creation (e.g. a DeviceClass whose CEL selector does
+    not compile: ``kubectl apply`` fails, pods using the class find no class), with a line on stderr."""
+    validators = input_validators(sched)
+    if not validators:
+        return objs
+    from scheduler.api.inputcheck import describe
+
+    kept: list[dict[str, Any]] = []
+    for o in objs:
+        errors = [e for v in validators for e in v.validate_input(o)]
+        if not errors:
+            kept.append(o)
+        for e in errors:
+            write_line(f"error: {describe(o)}: {e} (not loaded)")
+    return kept
+
+
+def _scheduler_name(pod: Mapping[str, Any]) -> Any:
+    """``spec.schedulerName`` as the API server stores it: defaulted to ``default-scheduler`` when unset
+    (``SetDefaults_PodSpec``), so a profile of that name takes pods that name none, claims included."""
+    return (pod.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+
+
 def _config_from(objs: Iterable[Mapping[str, Any]]) -> SchedulerConfig | None:
     for o in objs:
         if o.get("kind") == "ConfigMap" and CONFIG_KEY in (o.get("data") or {}):
@@ -430,6 +531,7 @@ async def _simulate(
     api.graceful_pod_deletion, api.now = True, wallclock
     _fake_binding_waits(sched, clock, epoch)
     names = set(sched.profiles)
+    objs = _validated(objs, sched)
     namespaces = {"default"} | {
         (o.get("metadata") or {}).get("namespace", "default")
         for o in objs
@@ -452,13 +554,13 @@ async def _simulate(
                 api.load_shared(kind, o)
     await _create_podgroup_claims(api)
     for pod in api.stored("Pod"):  # read-only: create_pod_claims writes through the API
-        if (pod.get("spec") or {}).get("schedulerName") in names:
+        if _scheduler_name(pod) in names:
             await create_pod_claims(api, pod)
     # kube-controller-manager's volume controllers (ephemeral PVCs, PV binding) and the provisioners: they
     # run beside the scheduler while VolumeBinding's PreBind waits for the bindings (scheduler/api/storage.py).
     volume_controllers = VolumeControllers(api)
     await volume_controllers.start()
-    pods = [p for p in api.stored("Pod") if (p.get("spec") or {}).get("schedulerName") in names]
+    pods = [p for p in api.stored("Pod") if _scheduler_name(p) in names]
     pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
     progress.set_phase("scheduling", total=len(pending))
     attempts: dict[str, tuple[int, int]] = {}  # pod -> (attempts since the last bind anywhere, binds then)

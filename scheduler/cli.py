@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit with code 3 when a pod of the configured profiles stays pending (for CI)",
     )
     sim.add_argument(
+        "--controllers",
+        action="store_true",
+        help="create the pods of Deployments and Jobs as kube-controller-manager would, and schedule them "
+        "(default: those kinds are skipped with a note)",
+    )
+    sim.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress on stderr (default: a bar on a terminal, a line every 5 s otherwise, after 2 s)",
@@ -246,7 +252,7 @@ def _simulate(args: argparse.Namespace) -> int:
     try:
         with reporting(reporter):
             config = load_config_file(args.config) if args.config else None
-            result = run_simulation(args.paths, config)
+            result = run_simulation(args.paths, config, controllers=args.controllers)
             if reporter is not None:
                 s = result.summary
                 reporter.finish(f"{s['scheduled']}/{s['pods']} pods scheduled, {s['unschedulable']} unschedulable")

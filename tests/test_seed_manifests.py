@@ -83,10 +83,12 @@ class Run:
         return sorted(out)
 
 
-def simulate(capsys: pytest.CaptureFixture[str], *paths: str, config: str = CONFIG) -> Run:
-    """The real CLI, in-process: ``dra-scheduler simulate --config CONFIG -o json PATH...``."""
+def simulate(capsys: pytest.CaptureFixture[str], *paths: str, config: str = CONFIG, controllers: bool = True) -> Run:
+    """The real CLI, in-process: ``dra-scheduler simulate --config CONFIG -o json [--controllers] PATH...``
+    (the articles' workloads are Deployments and Jobs: ``--controllers`` makes their pods)."""
     capsys.readouterr()
-    code = main(["simulate", "--config", config, "--no-progress", "-o", "json", *paths])
+    flags = ["--controllers"] if controllers else []
+    code = main(["simulate", "--config", config, "--no-progress", "-o", "json", *flags, *paths])
     captured = capsys.readouterr()
     out = captured.out
     data = json.loads(out[out.index("{\n") :]) if code == 0 else {}
@@ -496,6 +498,21 @@ def test_deployment_and_job_pods_are_created_as_the_controllers_would() -> None:
     assert pods_for({**job, "spec": {**job["spec"], "suspend": True}}, []) == []
     indexed = pods_for({**job, "spec": {**job["spec"], "completionMode": "Indexed"}}, [])
     assert [p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in indexed] == ["0", "1"]
+
+
+def test_without_controllers_deployments_and_jobs_are_skipped_as_the_contract_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ARCHITECTURE.md §3.2: kinds that do not affect scheduling (Deployment, ...) are skipped with a note, not an
+    error; creating their pods is ``simulate --controllers``, and the note names that flag."""
+    run = simulate(capsys, CASTAI_FLEET, str(FIX / "004-5-basic.yaml"), controllers=False)
+    assert run.code == 0
+    assert "apps/v1/Deployment" in run.err and "does not affect scheduling, skipped" in run.err
+    assert "(--controllers creates its pods as kube-controller-manager would)" in run.err
+    assert "created as kube-controller-manager would" not in run.err
+    assert not run.objects("Pod")
+    with_flag = simulate(capsys, CASTAI_FLEET, str(FIX / "004-5-basic.yaml"))
+    assert with_flag.objects("Pod")
 
 
 def test_pods_without_scheduler_name_belong_to_a_default_scheduler_profile(

@@ -159,16 +159,24 @@ def fewer_gc_passes() -> Iterator[None]:
             gc.enable()  # also after a failure while the collector was off (_simulate's loading)
 
 
-def load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> list[dict[str, Any]]:
+def load_objects(
+    paths: Sequence[str], rejected: list[str] | None = None, controllers: bool = False
+) -> list[dict[str, Any]]:
     """The objects of the files (bounded YAML: scheduler/api/yamlload.py). A file that is no valid YAML raises
     InputError; an object the API server would refuse (scheduler/api/inputcheck.py) or a duplicate of an earlier
     object is left out with a message naming file, document and field: appended to ``rejected``, or printed
-    on stderr when no list is given. The other objects go on."""
+    on stderr when no list is given. The other objects go on.
+
+    Deployments and Jobs are skipped with a note (ARCHITECTURE.md §3.2: kinds that do not affect scheduling),
+    unless ``controllers`` (``simulate --controllers``): then their pods are made as kube-controller-manager
+    would make them (scheduler/simulate/workloadcontrollers.py) and scheduled with the others."""
     with fewer_gc_passes():
-        return _load_objects(paths, rejected)
+        return _load_objects(paths, rejected, controllers)
 
 
-def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> list[dict[str, Any]]:
+def _load_objects(
+    paths: Sequence[str], rejected: list[str] | None = None, controllers: bool = False
+) -> list[dict[str, Any]]:
     """The body of :func:`load_objects`."""
     from scheduler.api.inputcheck import check_object, describe, drop_nulls
     from scheduler.api.yamlload import YAMLLoadError, load_file
@@ -224,7 +232,8 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
                     if job_note:
                         write_line(f"note: {where}: {job_note}")
                         continue
-                    if (obj["apiVersion"], obj["kind"]) in CONTROLLED:
+                    controlled_kind = (obj["apiVersion"], obj["kind"]) in CONTROLLED
+                    if controlled_kind and controllers:
                         controlled.append((where, obj))  # its pods, once every given pod is known
                         continue
                     removed = _removed_dra_api(obj)
@@ -234,6 +243,7 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
                     write_line(
                         f"note: {where}: {obj['apiVersion']}/{obj['kind']} "
                         f"{describe(obj).partition(' ')[2]} does not affect scheduling, skipped"
+                        + (_CONTROLLERS_HINT if controlled_kind else "")
                     )
                     continue
                 errors = check_object(obj, cluster_scoped=obj["kind"] in CLUSTER_SCOPED) or workload_api.validate(obj)
@@ -280,6 +290,8 @@ def _load_objects(paths: Sequence[str], rejected: list[str] | None = None) -> li
         )
     return objs
 
+
+_CONTROLLERS_HINT = " (--controllers creates its pods as kube-controller-manager would)"
 
 # Kinds of the resource.k8s.io/v1alpha2 API (removed in Kubernetes 1.31, when structured parameters, KEP-4381,
 # replaced it with v1alpha3) and what took their place in resource.k8s.io/v1.
@@ -692,7 +704,9 @@ async def _write_podgroup_status(api: InMemoryAPI, sched: Scheduler) -> None:
         await api.patch("PodGroup", ns, name, {"status": status}, subresource="status")
 
 
-def run_simulation(paths: Sequence[str], config: SchedulerConfig | None = None) -> SimulationResult:
+def run_simulation(
+    paths: Sequence[str], config: SchedulerConfig | None = None, controllers: bool = False
+) -> SimulationResult:
     """The whole offline run. The result leaves the event loop through a box, not as the main task's result:
     when ``asyncio.run`` puts back the SIGINT handler it had set, ``signal.signal`` tries to read the old handler
     (a partial holding the finished task) as a ``Handlers`` enum, and the failed lookup formats the task with
@@ -701,7 +715,7 @@ def run_simulation(paths: Sequence[str], config: SchedulerConfig | None = None) 
     box: list[SimulationResult] = []
 
     async def main() -> None:
-        box.append(await simulate(load_objects(paths), config))
+        box.append(await simulate(load_objects(paths, controllers=controllers), config))
 
     asyncio.run(main())
     return box[0]

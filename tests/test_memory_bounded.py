@@ -269,3 +269,41 @@ def test_a_scheduling_cycle_leaves_no_reference_cycles() -> None:
     assert pods >= 400
     # before: 58,000 objects per 1,000 pods: CycleState, Snapshot, NodeInfo, Pod, ResourceClaim, Allocator, ...
     assert sum(garbage.values()) == 0, garbage.most_common(12)
+
+
+def test_nodes_replaced_under_new_names_leave_the_per_node_caches() -> None:
+    """GpuTopology (its node views and free-device counts) and DeviceFragmentation (node models and device
+    states) keep per-node caches keyed by node name; each entry holds the Node, its slices or a ledger. On a
+    cluster whose autoscaler replaces nodes under new names they kept one entry per name ever seen, for as long
+    as the process ran. Now the names that leave the snapshot leave the caches (``NodeNameTables``)."""
+    from bench.fleet import DGX_H100, gpu_node_objects
+
+    async def go() -> tuple[int, dict[str, int]]:
+        churn = Churn(nodes=6)
+        await churn.round()
+        for k in range(24):  # the oldest node out, a new name in, every round
+            nodes = sorted(n["metadata"]["name"] for n in churn.api.stored("Node"))
+            old = nodes[0]
+            for s in [s for s in churn.api.stored("ResourceSlice") if s["spec"].get("nodeName") == old]:
+                await churn.api.delete("ResourceSlice", "", s["metadata"]["name"])
+            for p in [p for p in churn.api.stored("Pod") if p["spec"].get("nodeName") == old]:
+                await churn.api.delete("Pod", p["metadata"]["namespace"], p["metadata"]["name"])
+                if p["metadata"]["name"] in churn.live:
+                    churn.live.remove(p["metadata"]["name"])
+            await churn.api.delete("Node", "", old)
+            for o in gpu_node_objects(f"new-{k:03d}", DGX_H100.with_gpu_count(8)):
+                await churn.api.create(o["kind"], o)
+            await churn.round()
+        fw = churn.sched.profiles["dra-scheduler"]
+        topo, frag = fw.instances["GpuTopology"], fw.instances["DeviceFragmentation"]
+        sizes = {
+            "GpuTopology._views": len(topo._views),
+            "GpuTopology._free": len(topo._free),
+            "DeviceFragmentation._models": len(frag._models),
+            "DeviceFragmentation._states": len(frag._states),
+        }
+        return len(churn.api.stored("Node")), sizes
+
+    nodes, sizes = asyncio.run(go())
+    assert nodes == 6
+    assert all(0 < v <= nodes for v in sizes.values()), sizes  # before: 30 each (every name ever seen)

@@ -74,6 +74,7 @@ from scheduler.cache.ledger import DeviceID, DeviceLedger
 from scheduler.config.registry import PluginSpec
 from scheduler.framework.helpers import min_max_normalize_score, min_max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
+from scheduler.framework.memo import NodeNameTables
 
 if TYPE_CHECKING:
     from scheduler.cache.cache import NodeInfo, Snapshot
@@ -141,6 +142,7 @@ class DeviceFragmentation:
         self._models: dict[str, tuple[Any, frozenset[Hashable], NodeModel]] = {}
         self._allocator: Allocator | None = None
         self._states: dict[str, tuple[DeviceLedger, int, NodeModel, State]] = {}
+        self._per_node = NodeNameTables(self._models, self._states)  # deleted nodes leave both
         self._allocator_key: Any = None
         self._dra: Any = None
         self.stats = {"shapes": 0, "mix_versions": 0, "models": 0}
@@ -285,6 +287,7 @@ class DeviceFragmentation:
 
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         snap = state.snapshot
+        self._per_node.retain(snap.node_names)
         try:
             shape = self.shape_of(snap, pod)
         except ClaimResolutionError:

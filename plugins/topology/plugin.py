@@ -68,6 +68,7 @@ from scheduler.config.registry import PluginSpec
 from scheduler.framework.domains import Level, Plan, find_level, plan, shared_depth
 from scheduler.framework.helpers import default_normalize_score, max_normalized
 from scheduler.framework.interface import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
+from scheduler.framework.memo import NodeNameTables
 
 if TYPE_CHECKING:
     from scheduler.api.clusterapi import ClusterAPI
@@ -238,6 +239,7 @@ class GpuTopology:
         self._inputs: dict[Hashable, tuple[Topology | None, tuple[str, ...]]] = {}
         self._views: dict[str, tuple[Node, tuple[ResourceSlice, ...], NodeView | None]] = {}
         self._free: dict[str, tuple[DeviceLedger, int, int]] = {}
+        self._per_node = NodeNameTables(self._views, self._free)  # deleted nodes leave both
         self._reported: set[tuple[str, str]] = set()
         self._pending_events: list[tuple[Node, str]] = []
         self._snapshot: Snapshot | None = None
@@ -352,6 +354,7 @@ class GpuTopology:
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         snap = state.snapshot
         self._snapshot = snap
+        self._per_node.retain(snap.node_names)
         state.write(EXPLAIN_KEY, self)
         if self.args.device_order and pod.claims:
 

@@ -9,8 +9,8 @@ entries of the node's current state only: a new state replaces the node's entrie
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -60,3 +60,29 @@ class NodeStateMemo(Generic[V]):
 
     def node_count(self) -> int:
         return len(self._nodes)
+
+
+class NodeNameTables:
+    """Per-node caches (dicts keyed by node name) of a plugin, forgotten for the nodes that leave the cluster.
+
+    A cache keyed by node name that is only ever overwritten keeps an entry, and whatever it holds (a Node, its
+    slices, an old ledger), for every node name it ever saw: on a cluster whose autoscaler makes nodes under new
+    names, that grows for as long as the process runs. :meth:`retain` is cheap to call every cycle with the
+    snapshot's node name tuple: it only looks when that is another object than last time (the node set changed).
+    """
+
+    __slots__ = ("_names", "_tables")
+
+    def __init__(self, *tables: dict[str, Any]) -> None:
+        self._tables = tables
+        self._names: object = None
+
+    def retain(self, nodes: Sequence[str]) -> None:
+        if nodes is self._names:
+            return
+        self._names = nodes
+        keep = set(nodes)
+        for table in self._tables:
+            for name in [n for n in table if n not in keep]:
+                del table[name]
+

@@ -9,7 +9,7 @@ entries of the node's current state only: a new state replaces the node's entrie
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
@@ -22,12 +22,12 @@ class NodeStateMemo(Generic[V]):
     even under a recycled name) and by equality for the rest (a revision). At most ``per_node`` keys are kept for
     one node state (oldest dropped), so keys unique to one pod (its own claim's signature) stay bounded too."""
 
-    __slots__ = ("_names", "_nodes", "per_node")
+    __slots__ = ("_nodes", "_retained", "per_node")
 
     def __init__(self, per_node: int = 256) -> None:
         self._nodes: dict[str, tuple[object, Hashable, dict[Hashable, V]]] = {}
         self.per_node = per_node
-        self._names: object = None
+        self._retained = NodeNameTables(self._nodes)
 
     def get(self, node: str, obj: object, rev: Hashable, key: Hashable) -> V | None:
         got = self._nodes.get(node)
@@ -44,15 +44,9 @@ class NodeStateMemo(Generic[V]):
             del entries[next(iter(entries))]
         entries[key] = value
 
-    def retain(self, nodes: Iterable[str]) -> None:
-        """Forget the nodes not in ``nodes`` (deleted ones). Cheap to call every cycle with the snapshot's node
-        name tuple: it only looks when that is another object than last time (the node set changed)."""
-        if nodes is self._names:
-            return
-        self._names = nodes
-        keep = set(nodes)
-        for name in [n for n in self._nodes if n not in keep]:
-            del self._nodes[name]
+    def retain(self, nodes: Sequence[str]) -> None:
+        """Forget the nodes not in ``nodes`` (deleted ones): :meth:`NodeNameTables.retain`."""
+        self._retained.retain(nodes)
 
     def __len__(self) -> int:
         """Entries held, over all nodes."""

@@ -12,11 +12,26 @@ refused: the cases fail without the plugin.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import random
 from typing import Any
 
 import pytest
 
-from plugins.fragmentation.core import DeviceModel, Mix, NodeModel, ReqShape, Scarcity, Shape, UnitModel, fragment
+import plugins.fragmentation.core as core
+from plugins.fragmentation.core import (
+    DeviceModel,
+    Mix,
+    NodeModel,
+    ReqShape,
+    Scarcity,
+    Shape,
+    UnitModel,
+    canonical,
+    fragment,
+    is_uniform,
+)
+from plugins.fragmentation.plugin import _take
 from scheduler.config.schedulerconfig import load_config_text
 from scheduler.simulate.simulation import simulate
 
@@ -305,6 +320,73 @@ def test_nodes_of_one_kind_share_the_memo() -> None:
     assert len(mix._memo) == 1
     mix.value(_gpus(2), _state(530, 1000), 10, 10)  # no kind: its own entry
     assert len(mix._memo) == 2
+
+
+def _uniform(n: int) -> NodeModel:
+    m = _gpus(n)
+    return NodeModel(m.units, m.devices, m.ids, m.index, kind=object(), uniform=is_uniform(m.units, m.devices))
+
+
+def test_only_models_whose_devices_are_their_own_alike_units_are_uniform() -> None:
+    g = _gpus(4)
+    assert is_uniform(g.units, g.devices)
+    # another capacity on one GPU, another model (request keys) on one, a whole (not shareable) device, MIG counters
+    assert not is_uniform((*g.units[:3], UnitModel(("milli",), (2000,))), g.devices)
+    assert not is_uniform(g.units, (*g.devices[:3], DeviceModel(frozenset({"other"}), 3, True)))
+    assert not is_uniform(g.units, (*g.devices[:3], DeviceModel(frozenset({"gpu"}), 3, False)))
+    mig = (DeviceModel(frozenset({"gpu"}), 0, False, (1,)), DeviceModel(frozenset({"gpu"}), 0, False, (2,)))
+    assert not is_uniform((UnitModel(("mem",), (8,)),), mig)
+    assert not is_uniform((), ())
+
+
+def test_permuted_states_of_a_uniform_kind_share_one_computation_of_f() -> None:
+    """F of a state, and what taking one device leaves, depend only on the multiset of the units' (left, free)
+    when every device is its own unit and all are alike: the memo keyed by the canonical state serves every
+    permutation (another node of the kind with its shares on other GPUs), and computing each permutation afresh
+    gives the same values (checked over random states)."""
+    shapes = [
+        (Shape(0, 0, (_share(470),)), 0.4),
+        (Shape(0, 0, (_share(250),)), 0.2),
+        (Shape(0, 0, (GPU,)), 0.3),
+        (Shape(0, 0, (ReqShape("gpu", 2),)), 0.1),
+    ]
+    rng = random.Random(7)
+    for _ in range(30):
+        lefts = [rng.choice((0, 250, 530, 750, 1000)) for _ in range(4)]
+        perm = rng.sample(range(4), 4)
+        m = _uniform(4)
+        s1, s2 = _state(*lefts), _state(*(lefts[i] for i in perm))
+        assert canonical(m, s1) == canonical(m, s2)
+        fresh = Mix(shapes, strand=0.5)
+        want = fresh.expected(m, s2, (5, 5))
+        mix = Mix(shapes, strand=0.5)
+        assert mix.expected(m, s1, (5, 5)) == want
+        assert mix.expected(m, s2, (5, 5)) == want
+        # taking device d of s1 and the device it went to in s2 leave permutations of one state: equal F
+        for d in range(4):
+            a1, a2 = _take(m, s1, d, (("milli", 470),)), _take(m, s2, perm.index(d), (("milli", 470),))
+            assert (a1 is None) == (a2 is None)
+            if a1 is not None and a2 is not None:
+                assert canonical(m, a1) == canonical(m, a2)
+                assert Mix(shapes).expected(m, a1, (5, 5)) == Mix(shapes).expected(m, a2, (5, 5))
+
+
+def test_a_permutation_of_a_known_state_is_not_computed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = core.device_fragment
+    monkeypatch.setattr(core, "device_fragment", lambda *a: calls.append(1) or real(*a))
+    mix = Mix([(Shape(0, 0, (_share(470),)), 1.0)], strand=0)
+    m = _uniform(3)
+    v = mix.expected(m, _state(530, 1000, 1000), (1, 1))
+    assert len(calls) == 1
+    for p in itertools.permutations((530, 1000, 1000)):
+        assert mix.expected(m, _state(*p), (1, 1)) == v
+    assert len(calls) == 1
+    # not uniform (its own kind, no flag): every new order is computed
+    g = _gpus(3)
+    mix.expected(g, _state(530, 1000, 1000), (1, 1))
+    mix.expected(g, _state(1000, 530, 1000), (1, 1))
+    assert len(calls) == 3
 
 
 def test_a_small_queue_is_learned_whole_before_the_first_placement() -> None:

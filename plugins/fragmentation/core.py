@@ -86,6 +86,10 @@ class NodeModel:
     # Nodes whose units and devices are alike (same SKU, same matches) share one ``kind`` (the adapter interns
     # it), so the memo of ``F`` serves all of them; None: the model is its own kind.
     kind: object | None = None
+    # Every device is its own unit (device i is unit i), and all devices and all units are alike: the node's
+    # state is then a multiset of (what is left, free) pairs, and ``F`` and the effect of taking one device do
+    # not depend on which device is which (see :func:`canonical`).
+    uniform: bool = False
 
     @property
     def memo_key(self) -> object:
@@ -101,6 +105,29 @@ class NodeModel:
 # A node's device state: per unit, what is left per dim; per device, whether it is free (not allocated to
 # anyone, no share on it).
 State = tuple[tuple[tuple[int, ...], ...], tuple[bool, ...]]
+
+
+def is_uniform(units: Sequence[UnitModel], devices: Sequence[DeviceModel]) -> bool:
+    """Whether device i is unit i for every i and all devices and units are equal (:attr:`NodeModel.uniform`)."""
+    if not devices or len(units) != len(devices):
+        return False
+    d0, u0 = devices[0], units[0]
+    for i, (dev, unit) in enumerate(zip(devices, units, strict=True)):
+        if dev.unit != i or dev.counters is not None or dev.keys != d0.keys or dev.shareable != d0.shareable:
+            return False
+        if unit != u0:
+            return False
+    return True
+
+
+def canonical(model: NodeModel, state: State) -> Hashable:
+    """A key equal for every state of a :attr:`~NodeModel.uniform` model that is a permutation of ``state``
+    (its units' (left, free) pairs sorted): everything this module computes of such a state is the same for all
+    of them, since each request counts the devices it can use and sums the free amount of the others, over
+    devices that are all alike. For other models, the state itself."""
+    if not model.uniform:
+        return state
+    return tuple(sorted(zip(state[0], state[1], strict=True)))
 
 
 def free_amount(unit: UnitModel, left: Sequence[int]) -> int:
@@ -209,6 +236,7 @@ class Mix:
         # shapes by device requests: the device part is evaluated once per group, cpu/memory per shape
         self._groups = tuple((reqs, tuple(members)) for reqs, members in groups.items())
         self._memo: dict[tuple[object, Hashable, int, int], tuple[float, int]] = {}
+        self._canon: dict[tuple[object, Hashable, int, int], tuple[float, int]] = {}  # uniform models, by canonical
         self._rates: dict[object, tuple[float, float]] = {}
 
     def __bool__(self) -> bool:
@@ -247,6 +275,12 @@ class Mix:
         cr, mr = ranks
         key = (model.memo_key, state, cr, mr)
         got = self._memo.get(key)
+        if got is None and model.uniform:
+            # the same multiset of unit states met in another order (another node of this kind, other devices)
+            ckey = (model.memo_key, canonical(model, state), cr, mr)
+            got = self._canon.get(ckey)
+            if got is not None:
+                self._memo[key] = got
         if got is None:
             v = 0.0
             lefts = state[0]
@@ -259,7 +293,10 @@ class Mix:
                         v += p * (total if cr <= ci or mr <= mi else dev)
             if len(self._memo) > 200_000:
                 self._memo.clear()
+                self._canon.clear()
             got = self._memo[key] = (v, total)
+            if model.uniform:
+                self._canon[(model.memo_key, canonical(model, state), cr, mr)] = got
         return got
 
     def with_strand(self, model: NodeModel, v: float, total: int, cpu_left: int, mem_left: int) -> float:

@@ -63,7 +63,9 @@ from plugins.fragmentation.core import (
     Shape,
     State,
     UnitModel,
+    canonical,
     free_amount,
+    is_uniform,
     request_amount,
     supply,
     unit_keys,
@@ -135,6 +137,9 @@ class DeviceFragmentation:
         # (kind, state, need, cpu/memory left, versions, own keys) -> device -> order_devices' sort key (or None)
         self._order_memo: dict[Hashable, dict[int, tuple[float, int, float, int] | None]] = {}
         self._order_memo_mix: Mix | None = None  # the mix the memo's entries were computed with
+        # uniform kinds: (kind, canonical state, need, ranks, versions, own keys) -> (left, free) of the device taken
+        # -> the same as _order_memo's entries (cleared with it)
+        self._order_canon: dict[Hashable, dict[tuple[tuple[int, ...], bool], tuple[float, int, float, int] | None]] = {}
         self._specs: dict[Hashable, tuple[ClaimInput, RequestSpec]] = {}  # request key -> a spec to match with
         self.mix = Mix(())
         self._since_rebuild = 0
@@ -350,8 +355,12 @@ class DeviceFragmentation:
             # ORDER_MEMO_MAX kinds x states are kept for one mix (a long-lived mix under churn sees new states)
             if self._order_memo_mix is not self.mix or len(self._order_memo) >= ORDER_MEMO_MAX:
                 self._order_memo.clear()
+                self._order_canon.clear()
                 self._order_memo_mix = self.mix
             per_dev = self._order_memo[mkey] = {}
+        # uniform models: what taking device d leaves depends only on the multiset of the units' states and d's own
+        # (left, free), so nodes of this kind whose states are permutations of each other share it
+        by_pair: dict[tuple[tuple[int, ...], bool], tuple[float, int, float, int] | None] | None = None
         scored: list[tuple[float, int, int, Candidate]] = []
         for i, c in enumerate(cands):
             d = model.index.get(c.id)
@@ -359,7 +368,19 @@ class DeviceFragmentation:
                 return base
             got = per_dev.get(d, _UNSET)
             if got is _UNSET:
-                got = per_dev[d] = self._after_one(model, st, d, need, ranks, own)
+                if model.uniform:
+                    if by_pair is None:
+                        ckey = (model.memo_key, canonical(model, st), need, ranks, mkey[4], mkey[5])
+                        by_pair = self._order_canon.get(ckey)
+                        if by_pair is None:
+                            by_pair = self._order_canon[ckey] = {}
+                    pair = (st[0][d], st[1][d])
+                    got = by_pair.get(pair, _UNSET)
+                    if got is _UNSET:
+                        got = by_pair[pair] = self._after_one(model, st, d, need, ranks, own)
+                    per_dev[d] = got
+                else:
+                    got = per_dev[d] = self._after_one(model, st, d, need, ranks, own)
             if got is None:
                 continue
             f = self.mix.with_strand(model, got[0], got[1], cpu_left, mem_left)
@@ -565,7 +586,14 @@ def build_model(
         if len(_KINDS) > 100_000:
             _KINDS.clear()
         kind = _KINDS[shape] = object()
-    return NodeModel(shape[0], shape[1], tuple(ids), {dev_id: i for i, dev_id in enumerate(ids)}, kind=kind)
+    return NodeModel(
+        shape[0],
+        shape[1],
+        tuple(ids),
+        {dev_id: i for i, dev_id in enumerate(ids)},
+        kind=kind,
+        uniform=is_uniform(shape[0], shape[1]),
+    )
 
 
 # (units, devices) -> the token nodes of one kind share (NodeModel.kind): their F memo and rates are shared

@@ -893,9 +893,7 @@ class _Search:
         return out
 
     def _node_selector(self, cands: Sequence[Candidate]) -> NodeSelector | None:
-        node_term = NodeSelector(
-            (SelectorTerm(match_fields=(SelectorRequirement("metadata.name", "In", (self.node.name,)),)),)
-        )
+        node_term = node_name_selector(self.node.name)
         exprs: list[SelectorRequirement] = []
         fields: list[SelectorRequirement] = []
         for c in cands:
@@ -939,3 +937,8 @@ __all__ = [
     "counter_shortfall",
     "violates_policy",
 ]
+
+
+def node_name_selector(node: str) -> NodeSelector:
+    """The allocation's node selector for devices of one node: ``metadata.name In [node]``."""
+    return NodeSelector((SelectorTerm(match_fields=(SelectorRequirement("metadata.name", "In", (node,)),)),))

@@ -73,6 +73,7 @@ from plugins.dra.extended import (
     temp_uid,
 )
 from plugins.dra.inputvalidation import selector_compile_errors
+from plugins.dra.nodeclass import NodeClasses
 from plugins.dra.pools import Features, Pool, gather_pools
 from plugins.dra.state import (
     BINDING_POLL_SECONDS,
@@ -178,9 +179,10 @@ class DynamicResources(ClaimBinding):
         # per node, for its current object and ledger revision: (claims' signature, ext shape) -> (allocations or
         # None, reason); and _eviction_may_help's answer per claims' signature
         self._results: NodeStateMemo[tuple[list[ClaimAllocation] | None, str]] = NodeStateMemo()
+        self._classes = NodeClasses()  # allocations that serve every node of a class (plugins/dra/nodeclass.py)
         self._may_help: NodeStateMemo[bool] = NodeStateMemo()
         self._taint_rules = TaintRuleTracker()  # DeviceTaintRules of the snapshots (plugins.dra.taintrules)
-        self.stats = {"filter_cache_hits": 0, "filter_allocations": 0}
+        self.stats = {"filter_cache_hits": 0, "filter_allocations": 0, "class_hits": 0}
         bt = args.get("bindingTimeout")
         self.binding_timeout = parse_go_duration(bt) if isinstance(bt, str) else BINDING_TIMEOUT_DEFAULT
         self.binding_clock = REAL_CLOCK
@@ -607,7 +609,16 @@ class DynamicResources(ClaimBinding):
         if cached is None:
             if data.allocator is not None and data.allocator.device_order is None:
                 data.allocator.device_order = state.read(DEVICE_ORDER_KEY)  # GpuTopology's PreFilter ran later
-            computed = self._allocate(data, snap, node, inputs)
+            ckey = self._class_key(data, snap, node, inputs, key)
+            moved_here = self._classes.get(ckey, inputs, self._node_pools(snap, node), node.name) if ckey else None
+            computed: _Cached
+            if moved_here is not None:
+                self.stats["class_hits"] += 1
+                computed = moved_here, ""
+            else:
+                computed = self._allocate(data, snap, node, inputs)
+                if ckey is not None and computed[0] is not None:
+                    self._classes.put(ckey, computed[0])
             self._results.retain(snap.node_names)
             self._results.put(node.name, node.node, rev, key, computed)
             result, reason = computed
@@ -617,6 +628,29 @@ class DynamicResources(ClaimBinding):
         if result is not None:
             data.node_allocations[node.name] = result
         return result, reason
+
+    def _class_key(
+        self, data: _CycleData, snap: Snapshot, node: NodeInfo, inputs: list[ClaimInput], key: Hashable
+    ) -> Hashable | None:
+        """The key under which this allocation is the same on every node of ``node``'s class
+        (plugins/dra/nodeclass.py), or None when the node is computed on its own: a pod with extended resources
+        backed by DRA, claims of nominated pods held on the node, a candidate order that does not say what it
+        depends on, or pools the class cannot stand for."""
+        if data.ext is not None or data.allocator is None or self._extra_inputs(data, node, inputs):
+            return None
+        order = data.allocator.device_order
+        okey: Hashable = ()
+        if order is not None:
+            fn = getattr(order, "class_key", None)
+            okey = fn(node) if fn is not None else None
+            if okey is None:
+                return None
+        cid = self._classes.class_id(self._node_pools(snap, node), snap.ledger, node.name, snap.node_names)
+        if cid is None:
+            return None
+        if data.class_sig is None:
+            data.class_sig = self._classes.signature_id(key)
+        return data.class_sig, cid, okey
 
     def _allocate(self, data: _CycleData, snap: Snapshot, node: NodeInfo, inputs: list[ClaimInput]) -> _Cached:
         assert data.allocator is not None

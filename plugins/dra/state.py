@@ -170,6 +170,7 @@ class _CycleData:
     # claims this pod shares with a pod whose allocation of them is in flight: uid -> that allocation's record
     # (PreBind waits for it to be written, then only adds this pod to reservedFor)
     shared_in_flight: dict[str, _InFlight] = field(default_factory=dict)
+    class_sig: int | None = None  # the signature's id in DynamicResources' node-class memo (set on first use)
 
     @property
     def dry(self) -> bool:

@@ -299,6 +299,18 @@ class Mix:
                 self._canon[(model.memo_key, canonical(model, state), cr, mr)] = got
         return got
 
+    def strand_key(self, model: NodeModel, cpu_left: int, mem_left: int) -> Hashable:
+        """What :meth:`with_strand` reads of ``cpu_left`` and ``mem_left`` on this node: nothing (None) when the
+        term is 0 for every free total the node can have (no strand weight, or cpu and memory left enough for all
+        of its units), else both values."""
+        if not self.strand:
+            return None
+        rc, rm = self.rates(model)
+        most = FULL * len(model.units)
+        if (not rc or cpu_left * rc >= most) and (not rm or mem_left * rm >= most):
+            return None
+        return cpu_left, mem_left
+
     def with_strand(self, model: NodeModel, v: float, total: int, cpu_left: int, mem_left: int) -> float:
         """``v`` plus the stranding term for a node with ``total`` free and ``cpu_left`` / ``mem_left``."""
         if self.strand and total:

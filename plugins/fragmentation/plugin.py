@@ -317,6 +317,18 @@ class DeviceFragmentation:
                     return base
                 return self.order_devices(st, pod, node, cands, base, spec, count)
 
+            prev_key = getattr(prev, "class_key", None) if prev is not None else None
+
+            def class_key(info: NodeInfo) -> Hashable | None:
+                if prev is not None and prev_key is None:
+                    return None
+                below = prev_key(info) if prev_key is not None else ()
+                st = state_ref()
+                if below is None or st is None:
+                    return None
+                return below, self.order_class_key(st, pod, info)
+
+            order.class_key = class_key  # type: ignore[attr-defined]
             state.write(DEVICE_ORDER_KEY, order)
         return None, Status.ok()
 
@@ -392,6 +404,27 @@ class DeviceFragmentation:
             return base
         scored.sort(key=lambda t: t[:3])
         return [t[3] for t in scored]
+
+    def order_class_key(self, state: CycleState, pod: Pod, info: NodeInfo) -> Hashable:
+        """What :meth:`order_devices` reads of ``info`` for ``pod`` besides the node's devices and their use, which
+        the caller keys by with the claims (plugins/dra/nodeclass.py: nodes with equal keys get the same order of
+        the same devices): the node's kind, which cpu/memory shapes fit what the pod leaves, the stranding term's
+        cpu and memory when they can matter, the mix and the scarcity view."""
+        model = self.model(state, info)
+        if model is None or not model.devices:
+            return ()  # the order below this plugin's, unchanged
+        snap = state.snapshot
+        cpu_left, mem_left = _left(info, pod)
+        scarce = self.scarce
+        own = frozenset(r.key for r in self.shape_of(snap, pod).reqs) if scarce else frozenset()
+        mix = self.mix
+        return (
+            model.memo_key,
+            mix.ranks(cpu_left, mem_left),
+            mix.strand_key(model, cpu_left, mem_left),
+            mix.version,
+            scarce.view(own) if scarce else (),
+        )
 
     def _after_one(
         self,

@@ -237,7 +237,8 @@ class GpuTopology:
         self.pack = self.args.mode == PACK
         self.profiles: Mapping[str, Profile] = self.args.profiles or {}
         self._inputs: dict[Hashable, tuple[Topology | None, tuple[str, ...]]] = {}
-        self._views: dict[str, tuple[Node, tuple[ResourceSlice, ...], NodeView | None]] = {}
+        # node -> (node, slices, view, the view's inputs without the node's and pools' names)
+        self._views: dict[str, tuple[Node, tuple[ResourceSlice, ...], NodeView | None, Hashable]] = {}
         self._free: dict[str, tuple[DeviceLedger, int, int]] = {}
         self._per_node = NodeNameTables(self._views, self._free)  # deleted nodes leave both
         self._reported: set[tuple[str, str]] = set()
@@ -249,6 +250,18 @@ class GpuTopology:
     # --- models ---------------------------------------------------------------------------------------------
 
     def view(self, snap: Snapshot, name: str) -> NodeView | None:
+        got = self._view_entry(snap, name)
+        return None if got is None else got[2]
+
+    def view_key(self, snap: Snapshot, name: str) -> Hashable | None:
+        """What the node's view is made of, without the node's and pools' names (equal for nodes of one make; their
+        views then order devices of equal names alike); () without a view, None for an unknown node."""
+        got = self._view_entry(snap, name)
+        return None if got is None else got[3]
+
+    def _view_entry(
+        self, snap: Snapshot, name: str
+    ) -> tuple[Node, tuple[ResourceSlice, ...], NodeView | None, Hashable] | None:
         info = snap.node_map.get(name)
         if info is None:
             return None
@@ -256,7 +269,7 @@ class GpuTopology:
         slices = snap.slices.by_node.get(name, ())
         cached = self._views.get(name)
         if cached is not None and cached[0] is node and cached[1] is slices:
-            return cached[2]
+            return cached
         self.stats["views"] += 1
         annotation = node.meta.annotations.get(ANNOTATION)
         driver = self.args.driver
@@ -290,8 +303,8 @@ class GpuTopology:
                 for d in dev_ids:
                     gpu_of[d] = i
             view = NodeView(topo, table_for(topo), gpu_of, tuple(per_gpu))
-        self._views[name] = (node, slices, view)
-        return view
+        entry = self._views[name] = (node, slices, view, () if view is None else key)
+        return entry
 
     def _report(self, node: Node, problem: str) -> None:
         k = (node.name, problem)
@@ -361,6 +374,12 @@ class GpuTopology:
             def order(node: Node, cands: Sequence[Candidate], spec: RequestSpec, count: int) -> Sequence[Candidate]:
                 return self.order_devices(snap, node, cands, spec, count)
 
+            def class_key(info: NodeInfo) -> Hashable | None:
+                # what the order reads of the node besides its devices' use, for DynamicResources' node classes
+                # (plugins/dra/nodeclass.py): the inputs of its topology model (() without one: upstream order)
+                return self.view_key(snap, info.name)
+
+            order.class_key = class_key  # type: ignore[attr-defined]
             state.write(DEVICE_ORDER_KEY, order)
         return None, Status.ok()
 

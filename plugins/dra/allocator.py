@@ -925,6 +925,12 @@ def _same_req(a: SelectorRequirement, b: SelectorRequirement) -> bool:
     return a.key == b.key and a.operator == b.operator and set(a.values) == set(b.values)
 
 
+
+def node_name_selector(node: str) -> NodeSelector:
+    """The allocation's node selector for devices of one node: ``metadata.name In [node]``."""
+    return NodeSelector((SelectorTerm(match_fields=(SelectorRequirement("metadata.name", "In", (node,)),)),))
+
+
 __all__ = [
     "AllocationError",
     "Allocator",
@@ -935,10 +941,7 @@ __all__ = [
     "capacity_shortfall",
     "consumed_capacity",
     "counter_shortfall",
+    "node_name_selector",
     "violates_policy",
 ]
 
-
-def node_name_selector(node: str) -> NodeSelector:
-    """The allocation's node selector for devices of one node: ``metadata.name In [node]``."""
-    return NodeSelector((SelectorTerm(match_fields=(SelectorRequirement("metadata.name", "In", (node,)),)),))

@@ -275,6 +275,7 @@ class Mix:
         cr, mr = ranks
         key = (model.memo_key, state, cr, mr)
         got = self._memo.get(key)
+        ckey: tuple[object, Hashable, int, int] | None = None
         if got is None and model.uniform:
             # the same multiset of unit states met in another order (another node of this kind, other devices)
             ckey = (model.memo_key, canonical(model, state), cr, mr)
@@ -295,8 +296,8 @@ class Mix:
                 self._memo.clear()
                 self._canon.clear()
             got = self._memo[key] = (v, total)
-            if model.uniform:
-                self._canon[(model.memo_key, canonical(model, state), cr, mr)] = got
+            if ckey is not None:
+                self._canon[ckey] = got
         return got
 
     def strand_key(self, model: NodeModel, cpu_left: int, mem_left: int) -> Hashable:

@@ -382,7 +382,7 @@ class DeviceFragmentation:
             if got is _UNSET:
                 if model.uniform:
                     if by_pair is None:
-                        ckey = (model.memo_key, canonical(model, st), need, ranks, mkey[4], mkey[5])
+                        ckey = (model.memo_key, canonical(model, st), *mkey[2:])  # mkey, its state canonical
                         by_pair = self._order_canon.get(ckey)
                         if by_pair is None:
                             by_pair = self._order_canon[ckey] = {}

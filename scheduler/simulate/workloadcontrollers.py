@@ -31,7 +31,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.api.labelselector import selector_from, selector_from_map
 
@@ -107,20 +107,24 @@ def pods_for(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         raise ValueError("spec.template.spec: Required value")
     tlabels = {str(k): str(v) for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()}
-    if obj.get("kind") == "Deployment":
-        return _deployment(obj, name, ns, spec, template, tlabels, pods)
-    return _job(obj, name, ns, spec, template, tlabels, pods)
+    c = _Controlled(obj, name, ns, spec, template, tlabels)
+    return _deployment(c, pods) if obj.get("kind") == "Deployment" else _job(c, pods)
 
 
-def _deployment(
-    obj: Mapping[str, Any],
-    name: str,
-    ns: str,
-    spec: Mapping[str, Any],
-    template: Mapping[str, Any],
-    tlabels: dict[str, str],
-    pods: Iterable[Mapping[str, Any]],
-) -> list[dict[str, Any]]:
+class _Controlled(NamedTuple):
+    """A Deployment or Job as its controller reads it: the object, its name and namespace, spec, pod template and
+    the template's labels."""
+
+    obj: Mapping[str, Any]
+    name: str
+    ns: str
+    spec: Mapping[str, Any]
+    template: Mapping[str, Any]
+    tlabels: dict[str, str]
+
+
+def _deployment(c: _Controlled, pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    obj, name, ns, spec, template, tlabels = c
     # ValidateDeploymentSpec: a selector is required (apps/v1) and must match the template's labels.
     try:
         selector = selector_from(spec.get("selector"), "spec.selector")
@@ -161,15 +165,8 @@ def _deployment(
     return out
 
 
-def _job(
-    obj: Mapping[str, Any],
-    name: str,
-    ns: str,
-    spec: Mapping[str, Any],
-    template: Mapping[str, Any],
-    tlabels: dict[str, str],
-    pods: Iterable[Mapping[str, Any]],
-) -> list[dict[str, Any]]:
+def _job(c: _Controlled, pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    obj, name, ns, spec, template, tlabels = c
     if spec.get("suspend") is True:
         return []
     parallelism = _int(spec.get("parallelism"), 1)
